@@ -1,0 +1,39 @@
+"""estimator-dist: run tf.estimator code under MirroredStrategy, multi-worker and TPU.
+
+Drop-in use::
+
+    import estimator_dist
+    config = estimator_dist.make_run_config("mirrored", num_replicas=2, model_dir="/tmp/m")
+    estimator = tf.estimator.Estimator(model_fn, config=config)
+
+Names are loaded on first use, so ``python -m estimator_dist.train`` can quiet
+TensorFlow's logging before TensorFlow is imported.
+"""
+import importlib
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "make_run_config": "estimator_dist.run_config",
+    "TPURunConfig": "estimator_dist.run_config",
+    "make_estimator": "estimator_dist.estimator",
+    "tpu_input_fn": "estimator_dist.estimator",
+    "setup_cpu_replicas": "estimator_dist.strategies",
+    "GlobalBatchWarning": "estimator_dist.input_checks",
+    "UsageError": "estimator_dist.errors",
+    "parse_tf_config": "estimator_dist.cluster",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'estimator_dist' has no attribute {name!r}") from None
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,19 @@
+"""The one error type for user mistakes.
+
+Every message follows one format: the thing, the rule, and what was received, e.g.
+``num_replicas must be a positive int. Received: num_replicas=0``. The CLI prints a
+``UsageError`` as one line on stderr and exits with code 2.
+"""
+
+
+class UsageError(ValueError):
+    """A user mistake: a bad argument, flag, file or environment setting."""
+
+
+def check_positive_int(name, value, *, allow_none=False):
+    """Returns ``value`` if it is a positive int (or None when allowed), else raises."""
+    if value is None and allow_none:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{name} must be a positive int. Received: {name}={value!r}")
+    return value

@@ -1,0 +1,166 @@
+"""Distribution strategies by name, built so that Estimator never hangs on them.
+
+One table maps a strategy name to a builder. Builders return a
+``tf.distribute.Strategy`` (or ``None`` for no distribution) plus the number of local
+devices the Estimator session must keep.
+
+Two facts about TF 2.15 shape this module:
+
+* Estimator + ``MirroredStrategy`` over logical CPU devices deadlocks with the default
+  all-reduce when the inter-op thread pool is as small as the core count. CPU replicas
+  therefore reduce through ``tf.distribute.ReductionToOneDevice``.
+* Logical CPU devices exist only if they are configured before the TF runtime starts.
+"""
+import dataclasses
+import logging
+
+import tensorflow as tf
+
+from estimator_dist import cluster
+from estimator_dist.errors import UsageError, check_positive_int
+from estimator_dist.input_checks import checked_input_fn
+
+_LOG = logging.getLogger(__name__)
+
+DEFAULT_CPU_REPLICAS = 2
+DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategySetup:
+    """What a strategy builder hands to the RunConfig.
+
+    Attributes:
+      train_distribute: the strategy for training, or None.
+      eval_distribute: the strategy for evaluation, or None.
+      cpu_devices: how many CPU devices the Estimator session must keep.
+    """
+
+    train_distribute: object = None
+    eval_distribute: object = None
+    cpu_devices: int = 1
+
+
+class _InputChecksMixin:
+    """Checks what a user's input_fn returns before the strategy consumes it."""
+
+    def make_input_fn_iterator(self, input_fn, *args, **kwargs):
+        checked = checked_input_fn(input_fn, self.num_replicas_in_sync)
+        return super().make_input_fn_iterator(checked, *args, **kwargs)
+
+
+class _MirroredStrategy(_InputChecksMixin, tf.distribute.MirroredStrategy):
+    """``tf.distribute.MirroredStrategy`` whose input_fn results are checked."""
+
+
+class _MultiWorkerMirroredStrategy(_InputChecksMixin, tf.distribute.MultiWorkerMirroredStrategy):
+    """``tf.distribute.MultiWorkerMirroredStrategy`` whose input_fn results are checked."""
+
+
+def cpu_device_count():
+    """Returns how many logical CPU devices the runtime has or will have.
+
+    Does not start the TF runtime.
+    """
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    configured = tf.config.get_logical_device_configuration(cpu)
+    return len(configured) if configured else 1
+
+
+def setup_cpu_replicas(num_devices):
+    """Makes ``num_devices`` logical CPU devices available, before the runtime starts.
+
+    Call this (or ``make_run_config``) before any TF op runs. Asking for fewer devices
+    than are already configured keeps the existing ones.
+
+    Raises:
+      RuntimeError: the TF runtime already started with fewer CPU devices.
+    """
+    check_positive_int("num_replicas", num_devices)
+    if cpu_device_count() >= num_devices:
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+    except RuntimeError:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have >= num_devices:
+            return
+        raise RuntimeError(
+            f"mirrored needs {num_devices} logical CPU devices, but the TensorFlow runtime "
+            f"already started with {have}: call estimator_dist.make_run_config (or "
+            f"estimator_dist.setup_cpu_replicas({num_devices})) before any TensorFlow op "
+            "runs, e.g. at the top of your script.") from None
+
+
+def _default(num_replicas, options):
+    del options  # build() accepts none for this strategy.
+    if num_replicas not in (None, 1):
+        raise UsageError(
+            "num_replicas must be 1 or None for strategy 'default'. "
+            f"Received: num_replicas={num_replicas!r}")
+    return StrategySetup(cpu_devices=cpu_device_count())
+
+
+def _mirrored(num_replicas, options):
+    del options  # build() accepts none for this strategy.
+    check_positive_int("num_replicas", num_replicas, allow_none=True)
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        num_replicas = num_replicas or len(gpus)
+        if num_replicas > len(gpus):
+            raise UsageError(
+                f"num_replicas must be at most the {len(gpus)} visible GPUs for strategy "
+                f"'mirrored'. Received: num_replicas={num_replicas}")
+        strategy = _MirroredStrategy([f"/gpu:{i}" for i in range(num_replicas)])
+        return StrategySetup(strategy, strategy, cpu_devices=cpu_device_count())
+    num_replicas = num_replicas or DEFAULT_CPU_REPLICAS
+    setup_cpu_replicas(num_replicas)
+    strategy = _MirroredStrategy(
+        [f"/cpu:{i}" for i in range(num_replicas)],
+        cross_device_ops=tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0"))
+    return StrategySetup(strategy, strategy, cpu_devices=cpu_device_count())
+
+
+def _multi_worker(num_replicas, options):
+    if num_replicas not in (None, 1):
+        raise UsageError(
+            "num_replicas must be 1 or None for strategy 'multi_worker' (one replica per "
+            f"worker process; add workers to TF_CONFIG instead). Received: num_replicas={num_replicas!r}")
+    if cluster.tf_config_from_env().task_type == "evaluator":
+        # The evaluator trains nothing, but Estimator routes it through the distribute
+        # coordinator only when train_distribute is set; MultiWorkerMirroredStrategy
+        # itself cannot be built there when the cluster lists no evaluator.
+        local = _MirroredStrategy(["/cpu:0"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+        return StrategySetup(local, None, cpu_devices=cpu_device_count())
+    timeout = options.get("collective_timeout", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)
+    check_positive_int("collective_timeout", timeout)
+    strategy = _MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=timeout))
+    return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
+
+
+_STRATEGIES = {
+    "default": _default,
+    "mirrored": _mirrored,
+    "multi_worker": _multi_worker,
+}
+
+# "tpu" is wired through TPUEstimator's own RunConfig (see run_config.py), not a strategy.
+STRATEGY_NAMES = ("default", "mirrored", "multi_worker", "tpu")
+
+
+def build(name, num_replicas=None, **options):
+    """Builds the ``StrategySetup`` for strategy ``name`` (not "tpu")."""
+    try:
+        builder = _STRATEGIES[name]
+    except (KeyError, TypeError):
+        raise UsageError(
+            f"strategy must be one of {', '.join(map(repr, STRATEGY_NAMES))}. "
+            f"Received: strategy={name!r}") from None
+    if options and name != "multi_worker":
+        raise UsageError(
+            f"collective_timeout applies to strategy 'multi_worker' only. Received: strategy={name!r}")
+    return builder(num_replicas, options)

@@ -1,0 +1,49 @@
+"""estimator-dist: TF1-style Estimator code under MirroredStrategy, multi-worker and TPU."""
+import pathlib
+
+from setuptools import find_packages, setup
+
+_HERE = pathlib.Path(__file__).parent
+
+# The CPU wheel is the default: it installs on any Linux x86-64 box with pip alone.
+# On a GPU machine install `tensorflow[and-cuda]==2.15.1` first (see docs/install.md);
+# its `tensorflow` package provides the same modules.
+_TENSORFLOW = "tensorflow-cpu==2.15.1"
+
+setup(
+    name="estimator-dist",
+    version="0.1.0",
+    description=(
+        "Run tf.estimator model_fn/input_fn code under MirroredStrategy, multi-worker "
+        "clusters and TPUs, and migrate it to TF2."
+    ),
+    long_description=(_HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    packages=find_packages(include=["estimator_dist", "estimator_dist.*", "model_fns",
+                                    "model_fns.*", "input_fns", "input_fns.*"]),
+    python_requires=">=3.9,<3.12",
+    install_requires=[
+        _TENSORFLOW,
+        "tensorflow-estimator==2.15.*",
+        "numpy>=1.23,<2",
+        "tqdm>=4.60",
+        "PyYAML>=5.4",
+    ],
+    extras_require={
+        "report": ["matplotlib>=3.5"],
+        "test": ["pytest>=7", "pytest-timeout>=2.1", "matplotlib>=3.5"],
+    },
+    entry_points={
+        "console_scripts": [
+            "estimator-dist-train=estimator_dist.train:main",
+            "estimator-dist-launch=estimator_dist.launch:main",
+        ],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3.9",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "License :: OSI Approved :: Apache Software License",
+    ],
+)

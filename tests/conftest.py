@@ -1,0 +1,39 @@
+"""Shared fixtures.
+
+The test process gets four logical CPU devices before anything starts the TF runtime,
+so mirrored tests with 2 and 4 replicas run in-process.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import estimator_dist  # noqa: E402  (after the log level is set)
+
+CPU_DEVICES = 4
+estimator_dist.setup_cpu_replicas(CPU_DEVICES)
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    """A fresh model directory (as a str, the way Estimator takes it)."""
+    return str(tmp_path / "model")
+
+
+def run_python(args, *, timeout, env=None, cwd=None):
+    """Runs ``python ARGS`` in a subprocess with a time limit; returns CompletedProcess."""
+    full_env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=cwd or REPO_ROOT)
+
+
+@pytest.fixture
+def python_run():
+    """``run_python`` as a fixture."""
+    return run_python

@@ -1,26 +1,120 @@
-"""``lstm_model_fn``: a ``BasicLSTMCell`` classifier with explicit state."""
+"""``lstm_model_fn``: a stack of ``BasicLSTMCell`` layers with explicit state."""
 import tensorflow as tf
 
-from model_fns import _heads
+from model_fns import _features, _heads, _lstm_stack, _params, _stream_state
 
 v1 = tf.compat.v1
+ModeKeys = tf.estimator.ModeKeys
+
+TASKS = ("classification", "regression")
+OUTPUTS = ("last", "sequence")
+
+PARAMS = {
+    "num_units": _params.Param(_params.POSITIVE_INT),
+    "num_classes": _params.Param(_params.optional(_params.CLASS_COUNT), None),
+    "num_layers": _params.Param(_params.POSITIVE_INT, 1),
+    "dropout": _params.Param(_params.DROPOUT_RATE, 0.0),
+    "task": _params.Param(_params.one_of(TASKS), "classification"),
+    "num_outputs": _params.Param(_params.POSITIVE_INT, 1),
+    "output": _params.Param(_params.one_of(OUTPUTS), "last"),
+    "num_streams": _params.Param(_params.optional(_params.POSITIVE_INT), None),
+    **_heads.TRAINING_PARAMS,
+}
+
+
+def _resolve(params):
+    params = _params.resolve(params, PARAMS)
+    if params["task"] == "classification" and params["num_classes"] is None:
+        raise _params.error("num_classes", "an int >= 2 when task is 'classification'", None)
+    return params
+
+
+def _head(params):
+    if params["task"] == "regression":
+        return _heads.RegressionHead(params["num_outputs"])
+    return _heads.ClassificationHead(params["num_classes"])
+
+
+def _batch_size(x):
+    return x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
+
+
+def _given_state(features, x, state_size):
+    """``state_c``/``state_h`` from the features, or zeros when neither is given."""
+    dims, text = [x.shape[0], state_size], f"[batch, {state_size}]"
+    state = [_features.optional(features, name, text, dims) for name in ("state_c", "state_h")]
+    if (state[0] is None) != (state[1] is None):
+        given = "state_c" if state[0] is not None else "state_h"
+        raise ValueError("state_c and state_h must be given together. "
+                         f"Received: only {given}")
+    if state[0] is None:
+        zeros = tf.zeros([_batch_size(x), state_size], tf.float32)
+        return zeros, zeros
+    return state[0], state[1]
+
+
+def _last_output(outputs, sequence_length):
+    if sequence_length is None:
+        return outputs[:, -1]
+    return tf.gather(outputs, tf.maximum(sequence_length - 1, 0), batch_dims=1)
 
 
 def lstm_model_fn(features, labels, mode, params):
-    """An LSTM over feature ``x`` float [batch, time, dim]; classifies the last output.
+    """An LSTM over feature ``x`` float [batch, time, dim].
 
-    Initial state from features ``state_c``/``state_h`` [batch, num_units] when given,
-    zeros otherwise; the final state is returned in the predictions.
-    params: ``num_units``, ``num_classes``, ``learning_rate``, ``optimizer`` ("adam").
+    Features:
+      x: float [batch, time, dim].
+      sequence_length: optional int [batch]; each row's steps past it are ignored and
+        its state stays as it was after its last step.
+      state_c, state_h: optional float [batch, num_layers * num_units], the initial
+        state (zeros when absent). See ``model_fns._lstm_stack`` for the layout.
+      stream, reset: with ``num_streams``, in TRAIN and EVAL (see below).
+
+    Labels: class ids [batch] (``output="last"``) or [batch, time] (``"sequence"``);
+    for regression the same with a trailing ``num_outputs`` axis.
+
+    Predictions (and the ``serving_default`` outputs): ``logits``, ``state_c``,
+    ``state_h`` (the final state, laid out like the initial state), plus
+    ``probabilities`` and ``classes`` (classification) or ``predictions`` (regression).
+    Handing a call's final state to the next call over the following chunk of a
+    sequence gives the same result as one call over the whole sequence.
+
+    Stateful truncated BPTT: with ``num_streams=K``, TRAIN and EVAL carry each
+    stream's state from one step to the next instead of reading ``state_c``/``state_h``;
+    see ``model_fns._stream_state`` for the input and state contract.
+
+    Params (checked; ``ValueError`` names the param, the rule and the value):
+      num_units, num_classes (classification), learning_rate: required.
+      num_layers (1), dropout (0.0), task ("classification" or "regression"),
+      num_outputs (1, regression), output ("last" or "sequence": logits for the last
+      step or every step), num_streams (None), optimizer ("adam"), clip_norm (None).
     """
-    x = tf.cast(features["x"], tf.float32)
-    cell = v1.nn.rnn_cell.BasicLSTMCell(params["num_units"])
-    batch = tf.shape(x)[0]
-    if "state_c" in features:
-        state = v1.nn.rnn_cell.LSTMStateTuple(features["state_c"], features["state_h"])
+    params = _resolve(params)
+    num_units, num_layers = params["num_units"], params["num_layers"]
+    state_size = num_units * num_layers
+    x = _features.required(features, "x", "[batch, time, dim]", [None, None, None])
+    sequence_length = _features.optional(features, "sequence_length", "[batch]",
+                                         [x.shape[0]], tf.int32)
+    stateful = params["num_streams"] is not None and mode != ModeKeys.PREDICT
+    if stateful:
+        initial_c, initial_h, save_state = _stream_state.carried_state(
+            features, training=mode == ModeKeys.TRAIN, num_streams=params["num_streams"],
+            state_size=state_size, on_tpu=params.get("use_tpu", False))
     else:
-        state = cell.zero_state(batch, tf.float32)
-    outputs, final = v1.nn.dynamic_rnn(cell, x, initial_state=state, scope="rnn")
-    logits = v1.layers.dense(outputs[:, -1], params["num_classes"], name="logits")
-    return _heads.classification_spec(mode, logits, labels, params,
-                                      predictions={"state_c": final.c, "state_h": final.h})
+        initial_c, initial_h = _given_state(features, x, state_size)
+    outputs, final_c, final_h = _lstm_stack.run(
+        x, initial_c, initial_h, num_units=num_units, num_layers=num_layers,
+        sequence_length=sequence_length, dropout=params["dropout"],
+        training=mode == ModeKeys.TRAIN)
+    head = _head(params)
+    width = params["num_classes"] if params["task"] == "classification" else params["num_outputs"]
+    weights = None
+    if params["output"] == "last":
+        outputs = _last_output(outputs, sequence_length)
+    elif sequence_length is not None:
+        weights = tf.sequence_mask(sequence_length, tf.shape(x)[1], dtype=tf.float32)
+    logits = v1.layers.dense(outputs, width, name="logits")
+    return _heads.make_spec(
+        mode, head=head, logits=logits, labels=labels, params=params, weights=weights,
+        predictions={"state_c": final_c, "state_h": final_h},
+        loss_dependencies=[save_state(final_c, final_h)] if stateful else ())

@@ -2,9 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from input_fns import _sharding
-
-_SHUFFLE_BUFFER = 10_000
+from input_fns import _pipeline, _sharding
 
 
 def _num_rows(structure, name):
@@ -23,26 +21,30 @@ def from_arrays(features, labels=None, *, batch_size, shuffle=True, num_epochs=N
       features: an array or a dict of arrays, rows along the first axis.
       labels: an array, a dict of arrays, or None (prediction).
       batch_size: the global batch. Under a strategy each replica receives
-        ``input_context.get_per_replica_batch_size(batch_size)`` rows.
-      shuffle: shuffle rows each epoch.
+        ``input_context.get_per_replica_batch_size(batch_size)`` rows, and input pipeline
+        ``i`` of ``N`` reads rows ``i, i + N, i + 2N, ...``.
+      shuffle: shuffle rows, in a new order each epoch.
       num_epochs: passes over the data; None repeats forever.
       seed: shuffle seed; with a seed the order is the same in every run.
       drop_remainder: drop a last partial batch, so batch shapes are static.
+
+    Raises:
+      ValueError: a bad argument, arrays of different lengths, or (when the input_fn is
+        called) fewer rows than input pipelines.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int. Received: batch_size={batch_size!r}")
+    _pipeline.check_batching(batch_size, num_epochs)
     features = tf.nest.map_structure(np.asarray, features)
     labels = None if labels is None else tf.nest.map_structure(np.asarray, labels)
-    rows = _num_rows(features if labels is None else (features, labels), "features and labels")
+    data = features if labels is None else (features, labels)
+    rows = _num_rows(data, "features and labels")
 
     def input_fn(input_context=None):
-        data = features if labels is None else (features, labels)
+        _pipeline.check_shard_not_empty(rows, input_context)
         dataset = _sharding.shard(tf.data.Dataset.from_tensor_slices(data), input_context)
-        if shuffle:
-            dataset = dataset.shuffle(min(rows, _SHUFFLE_BUFFER), seed=seed)
-        dataset = dataset.repeat(num_epochs)
-        dataset = dataset.batch(_sharding.per_replica_batch_size(batch_size, input_context),
-                                drop_remainder=drop_remainder)
+        dataset = _pipeline.shuffle_and_repeat(
+            dataset, shuffle=shuffle, num_epochs=num_epochs, seed=seed,
+            buffer_size=min(rows, _pipeline.SHUFFLE_BUFFER))
+        dataset = _pipeline.batch(dataset, batch_size, input_context, drop_remainder)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     return input_fn

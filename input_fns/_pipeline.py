@@ -1,0 +1,64 @@
+"""What every source shares: argument checks, shuffle/repeat/batch, and the empty-shard check."""
+import tensorflow as tf
+
+from input_fns import _sharding
+
+SHUFFLE_BUFFER = 10_000
+ON_ERROR_MODES = ("raise", "skip")
+
+
+def check_positive_int(name, value, *, allow_none=False):
+    """Returns ``value`` if it is a positive int (or None when allowed), else raises."""
+    if value is None and allow_none:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+    return value
+
+
+def check_on_error(on_error):
+    if on_error not in ON_ERROR_MODES:
+        raise ValueError(f"on_error must be one of {', '.join(map(repr, ON_ERROR_MODES))}. "
+                         f"Received: on_error={on_error!r}")
+    return on_error
+
+
+def check_batching(batch_size, num_epochs):
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("num_epochs", num_epochs, allow_none=True)
+
+
+def shuffle_and_repeat(dataset, *, shuffle, num_epochs, seed, buffer_size=SHUFFLE_BUFFER):
+    """Shuffles (a new order each epoch, the same sequence of orders for one ``seed``)."""
+    if shuffle:
+        dataset = dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True)
+    return dataset.repeat(num_epochs)
+
+
+def batch(dataset, batch_size, input_context, drop_remainder):
+    return dataset.batch(_sharding.per_replica_batch_size(batch_size, input_context),
+                         drop_remainder=drop_remainder)
+
+
+def check_shard_not_empty(num_rows, input_context, what="rows"):
+    """Raises when this pipeline's record-level shard of ``num_rows`` is empty."""
+    if _sharding.shard_size(num_rows, input_context) == 0:
+        raise ValueError(
+            f"{_sharding.describe(input_context)} has no data: {num_rows} {what} cannot be "
+            f"sharded over more input pipelines. Received: {num_rows} {what}")
+
+
+def require_records(dataset, first, message):
+    """Fails with ``message`` when ``first`` (a cheap probe of ``dataset``) yields nothing.
+
+    The probe runs once per pass, so an empty shard raises ``tf.errors.InvalidArgumentError``
+    at the first step rather than ending training at step 0 or leaving peers waiting.
+    """
+    peek = first.take(1).map(lambda *_: True).concatenate(tf.data.Dataset.from_tensors(False))
+
+    def check(has_records):
+        assertion = tf.debugging.Assert(has_records, [message])
+        with tf.control_dependencies([assertion]):
+            return tf.identity(has_records)
+
+    return peek.take(1).map(check).flat_map(lambda _: dataset)

@@ -1,0 +1,210 @@
+"""Records from files: sharding, interleaving, record indices, and bad-record handling.
+
+Every record travels with the index of its file and its index in that file, so an
+error names both. One pass over a file yields its records and then one end marker;
+the marker lets a file's checks run when the file is done:
+
+* a TFRecord file whose records do not add up to its size was cut short or is corrupt
+  (the reader stops at the first bad record): "raise" fails there, "skip" reports it;
+* under "skip", records that fail to decode are dropped and each run of them is
+  reported on stderr with the file, the record indices and a count.
+"""
+import sys
+
+import tensorflow as tf
+
+from input_fns import _pipeline, _sharding
+
+_NO_SIZE = -1
+TFRECORD_FRAMING_BYTES = 16  # length (8) + its CRC (4) + data CRC (4)
+
+
+def message(*parts):
+    """A string tensor joined from strings and numbers (tensors or Python values)."""
+    return tf.strings.join([p if isinstance(p, str) or (tf.is_tensor(p) and p.dtype == tf.string)
+                            else tf.strings.as_string(p) for p in parts])
+
+
+def fail_unless(ok, make_message):
+    """An op that raises InvalidArgumentError(``make_message()``) when ``ok`` is False.
+
+    The message is built only on failure.
+    """
+
+    def fail():
+        assertion = tf.debugging.Assert(False, [make_message()])
+        with tf.control_dependencies([assertion]):
+            return tf.identity(ok)
+
+    return tf.cond(ok, lambda: tf.identity(ok), fail)
+
+
+def report(*parts):
+    """Prints a line on stderr from inside the pipeline (also when TF logging is quiet)."""
+    return tf.print("input_fns:", message(*parts), output_stream=sys.stderr)
+
+
+class Source:
+    """How one file format is read and decoded. Subclasses set the methods below.
+
+    Attributes:
+      paths: the files, sorted.
+      sizes: their sizes in bytes where a full pass must add up to them, else None.
+      sentinel: a record that ``decode_one`` decodes without error (marks a file's end).
+    """
+
+    paths = ()
+    sizes = None
+    sentinel = b""
+    record_noun = "record"
+
+    def raw_records(self, path):
+        """A dataset of this file's records (strings)."""
+        raise NotImplementedError
+
+    def record_size(self, record):
+        """Bytes a record takes in its file (only used when ``sizes`` is set)."""
+        del record
+        return tf.constant(0, tf.int64)
+
+    def name(self, path, index):
+        """A record's name in error messages: "PATH record INDEX"."""
+        return message(path, f" {self.record_noun} ", index)
+
+    def decode_one(self, record, name):
+        """One record -> its features structure (raises on a bad record)."""
+        raise NotImplementedError
+
+    def decode_batch(self, records, names):
+        """A batch of records -> batched features; raises naming the first bad record."""
+        raise NotImplementedError
+
+
+def _indexed(source, file_index, path, size, on_error):
+    """(is_end, file_index, index, record) for each record of one file, then the end marker."""
+    raw = source.raw_records(path).ignore_errors()
+    tagged = raw.map(lambda record: (False, record)).concatenate(
+        tf.data.Dataset.from_tensors((True, tf.constant(source.sentinel))))
+
+    def step(state, element):
+        index, offset = state
+        is_end, record = element
+        complete = tf.logical_or(tf.logical_not(is_end),
+                                 tf.logical_or(size == _NO_SIZE, offset == size))
+        if on_error == "raise":
+            check = fail_unless(complete, lambda: message(
+                "corrupt or truncated TFRecord file ", path, " at record ", index,
+                " (read ", offset, " of ", size, " bytes)"))
+        else:
+            check = tf.cond(complete, tf.no_op, lambda: report(
+                "skipped the rest of ", path, " from record ", index,
+                ": the file is corrupt or truncated there"))
+        with tf.control_dependencies([check]):
+            new_state = (index + 1, offset + source.record_size(record))
+            return new_state, (is_end, file_index, index, record)
+
+    start = (tf.constant(0, tf.int64), tf.constant(0, tf.int64))
+    return tagged.scan(start, step)
+
+
+def _skip_bad(source, records, path, shards, shard_id):
+    """Decodes each record, dropping and reporting those that fail."""
+
+    def decode(is_end, file_index, index, record):
+        return is_end, file_index, index, source.decode_one(record, source.name(path, index))
+
+    decoded = records.map(decode).ignore_errors()
+
+    def step(state, element):
+        expected, skipped = state
+        is_end, _, index, _ = element
+        missing = tf.maximum((index - expected + shards - 1) // shards, 0)
+        total = skipped + missing
+        gap = tf.cond(missing > 0, lambda: report(
+            "skipped ", missing, " bad record(s) before ", source.name(path, index)), tf.no_op)
+        end = tf.cond(tf.logical_and(is_end, total > 0), lambda: report(
+            "skipped ", total, " bad record(s) in all of ", path), tf.no_op)
+        with tf.control_dependencies([gap, end]):
+            return (index + shards, total), element
+
+    start = (tf.constant(shard_id, tf.int64), tf.constant(0, tf.int64))
+    return decoded.scan(start, step)
+
+
+def _file_reader(source, pipelines, on_error):
+    shards, shard_id = pipelines
+
+    def read(file_index, path, size):
+        records = _indexed(source, file_index, path, size, on_error)
+        if shards > 1:
+            records = records.filter(
+                lambda is_end, _, index, __: tf.logical_or(is_end, index % shards == shard_id))
+        if on_error == "skip":
+            records = _skip_bad(source, records, path, shards, shard_id)
+        return records.filter(lambda is_end, *_: tf.logical_not(is_end)).map(
+            lambda _, file_index, index, value: (file_index, index, value))
+
+    return read
+
+
+def read(source, input_context, *, shuffle, seed, on_error, cycle_length=4):
+    """This pipeline's ``(file_index, index, record)`` elements, decoded under "skip".
+
+    Whole files per pipeline when there are at least as many files as pipelines,
+    every N-th record of every file otherwise. File order is shuffled with ``seed``.
+    """
+    paths, record_level = _sharding.shard_files(source.paths, input_context)
+    indices = [source.paths.index(p) for p in paths]
+    sizes = source.sizes or [_NO_SIZE] * len(source.paths)
+    files = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(indices, tf.int64), tf.constant(paths), tf.constant(
+            [sizes[i] for i in indices], tf.int64)))
+    if shuffle:
+        files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
+    pipelines = _sharding.record_shard(input_context) if record_level else (1, 0)
+    records = files.interleave(
+        _file_reader(source, pipelines, on_error), cycle_length=min(cycle_length, len(paths)),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    first = files.flat_map(
+        lambda _, path, __: source.raw_records(path).skip(pipelines[1]).take(1))
+    noun = "file" if len(paths) == 1 else "files"
+    return _pipeline.require_records(records, first, (
+        f"{_sharding.describe(input_context)} received no records from its {len(paths)} "
+        f"{noun} ({', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''}): use fewer input "
+        "pipelines or more data"))
+
+
+def split_label(label):
+    """A function ``decoded dict -> features`` or ``(features, labels)``."""
+
+    def split(decoded):
+        if label is None:
+            return decoded
+        features = dict(decoded)
+        return features, features.pop(label)
+
+    return split
+
+
+def make_input_fn(source, *, split, batch_size, shuffle, num_epochs, seed, drop_remainder,
+                  on_error, shuffle_buffer=_pipeline.SHUFFLE_BUFFER):
+    """The input_fn over ``source``; ``split(decoded)`` returns ``features`` or ``(features,
+    labels)``."""
+    paths = tf.constant(source.paths)
+
+    def decode(file_indices, indices, records):
+        names = source.name(tf.gather(paths, file_indices), indices)
+        return split(source.decode_batch(records, names))
+
+    def input_fn(input_context=None):
+        records = read(source, input_context, shuffle=shuffle, seed=seed, on_error=on_error)
+        records = _pipeline.shuffle_and_repeat(records, shuffle=shuffle, num_epochs=num_epochs,
+                                               seed=seed, buffer_size=shuffle_buffer)
+        if on_error == "skip":
+            records = records.map(lambda _, __, value: value)
+        batches = _pipeline.batch(records, batch_size, input_context, drop_remainder)
+        decoded = batches.map(decode if on_error == "raise" else split,
+                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return decoded.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn

@@ -1,0 +1,162 @@
+"""``from_csv``: an input_fn over CSV files with named, typed columns."""
+import tensorflow as tf
+
+from input_fns import _files, _pipeline, _records
+
+_DTYPES = {tf.float32: "0", tf.float64: "0", tf.int32: "0", tf.int64: "0", tf.string: ""}
+_NUMBER = {
+    "float": r"(?i)\s*[-+]?((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|inf|infinity|nan)\s*",
+    "int": r"\s*[-+]?\d+\s*",
+}
+_QUOTED = r'"(?:[^"]|"")*"'
+
+
+def _read_header(path, delim):
+    with tf.io.gfile.GFile(path, "r") as stream:
+        line = stream.readline().rstrip("\r\n")
+    return [name.strip().strip('"') for name in line.split(delim)] if line else []
+
+
+def _column_names(paths, column_names, header, delim):
+    """The columns, checked against every file's header line when ``header``."""
+    if not header:
+        if not column_names:
+            raise ValueError("column_names must be given when header=False. "
+                             f"Received: column_names={column_names!r}")
+        return list(column_names)
+    names = list(column_names) if column_names else _read_header(paths[0], delim)
+    for path in paths:
+        found = _read_header(path, delim)
+        missing = [n for n in names if n not in found]
+        if missing or len(found) != len(names):
+            raise ValueError(
+                f"CSV header of {path} must list the columns {names}. Received: {found} "
+                f"(missing: {missing})")
+    return names
+
+
+def _check_dtypes(names, column_dtypes, label_column):
+    if label_column is not None and label_column not in names:
+        raise ValueError(f"label_column must be one of the columns {names}. "
+                         f"Received: label_column={label_column!r}")
+    column_dtypes = dict(column_dtypes or {})
+    unknown = sorted(set(column_dtypes) - set(names))
+    if unknown:
+        raise ValueError(f"column_dtypes must name columns of {names}. Received: {unknown}")
+    dtypes = [tf.as_dtype(column_dtypes.get(name, tf.float32)) for name in names]
+    for name, dtype in zip(names, dtypes):
+        if dtype not in _DTYPES:
+            raise ValueError(f"column_dtypes[{name!r}] must be one of "
+                             f"{sorted(d.name for d in _DTYPES)}. Received: {dtype.name}")
+    return dtypes
+
+
+class _CSVSource(_records.Source):
+    record_noun = "line"
+
+    def __init__(self, paths, names, dtypes, header, delim):
+        self.paths = paths
+        self.names = names
+        self.dtypes = dtypes
+        self.header = header
+        self.delim = delim
+        self.defaults = [tf.constant([], dtype) for dtype in dtypes]  # empty: required field
+        self.sentinel = delim.join(_DTYPES[dtype] for dtype in dtypes).encode()
+
+    def raw_records(self, path):
+        return tf.data.TextLineDataset(path).skip(int(self.header))
+
+    def name(self, path, index):
+        return _records.message(path, " line ", index + 1 + int(self.header))
+
+    def _decode(self, records):
+        values = tf.io.decode_csv(records, self.defaults, field_delim=self.delim)
+        return dict(zip(self.names, values))
+
+    def decode_one(self, record, name):
+        del name  # decode_csv names no record; "skip" reports the file and line itself.
+        return self._decode(record)
+
+    def decode_batch(self, records, names):
+        ok, reason = self._validate(records)
+        first = tf.argmin(tf.cast(ok, tf.int32))
+        check = _records.fail_unless(tf.reduce_all(ok), lambda: _records.message(
+            "bad CSV record at ", names[first], ": ", reason[first], ". Received: ",
+            records[first]))
+        with tf.control_dependencies([check]):
+            return self._decode(tf.identity(records))
+
+    def _validate(self, records):
+        """Per record: whether it decodes, and if not, why (without raising)."""
+        fields = tf.strings.split(tf.strings.regex_replace(records, _QUOTED, "q"), self.delim)
+        counts = fields.row_lengths()
+        dense = fields.to_tensor(default_value="", shape=[None, len(self.names)])
+        bad = tf.zeros_like(dense, dtype=tf.bool)
+        for kind, pattern in _NUMBER.items():
+            mask = [d != tf.string and d.is_floating == (kind == "float") for d in self.dtypes]
+            if any(mask):
+                bad |= tf.constant(mask) & ~tf.strings.regex_full_match(dense, pattern)
+        count_ok = tf.equal(counts, len(self.names))
+        column = tf.gather(tf.constant(self.names), tf.argmax(tf.cast(bad, tf.int32), axis=1))
+        kinds = tf.gather(tf.constant([d.name for d in self.dtypes]),
+                          tf.argmax(tf.cast(bad, tf.int32), axis=1))
+        reason = tf.where(
+            count_ok,
+            tf.strings.join(["column ", column, " is not a valid ", kinds]),
+            tf.strings.join([f"expected {len(self.names)} fields, found ",
+                             tf.strings.as_string(counts)]))
+        return count_ok & ~tf.reduce_any(bad, axis=1), reason
+
+
+def from_csv(file_pattern, *, column_names=None, column_dtypes=None, label_column=None,
+             header=True, field_delim=",", batch_size, shuffle=True, num_epochs=None, seed=None,
+             drop_remainder=True, on_error="raise", pack_features=None):
+    """Returns an ``input_fn(input_context=None)`` over CSV files.
+
+    Features are a dict of one tensor per column, [batch] each; labels the
+    ``label_column`` (None: features only).
+
+    Args:
+      file_pattern: a path, a glob, or a list of them.
+      column_names: the columns in file order; default: the first file's header line.
+        With ``header`` every file's header must list exactly these columns.
+      column_dtypes: column name -> dtype (float32, float64, int32, int64, string);
+        unnamed columns are float32. Every field is required: an empty or non-numeric
+        field in a numeric column is a bad record.
+      label_column: the column returned as labels.
+      header: whether each file starts with a header line.
+      field_delim: the field separator. Numeric fields must not be quoted.
+      batch_size, shuffle, num_epochs, seed, drop_remainder, on_error: as in
+        ``from_tfrecord``; errors name the file and its line number.
+      pack_features: a feature name: stack the numeric feature columns, in file order,
+        into this one float32 feature [batch, columns] instead of one feature per column.
+
+    Raises:
+      FileNotFoundError: a pattern matches no file.
+      ValueError: a bad argument, or a file whose header lacks a column.
+    """
+    _pipeline.check_batching(batch_size, num_epochs)
+    _pipeline.check_on_error(on_error)
+    paths = _files.expand(file_pattern)
+    names = _column_names(paths, column_names, header, field_delim)
+    dtypes = _check_dtypes(names, column_dtypes, label_column)
+    source = _CSVSource(paths, names, dtypes, header, field_delim)
+    split = _records.split_label(label_column)
+    if pack_features is not None:
+        split = _packed(split, [n for n in names if n != label_column], pack_features)
+    return _records.make_input_fn(
+        source, split=split, batch_size=batch_size, shuffle=shuffle,
+        num_epochs=num_epochs, seed=seed, drop_remainder=drop_remainder, on_error=on_error)
+
+
+
+def _packed(split, columns, name):
+    """``split`` followed by stacking ``columns`` into one feature ``name``."""
+
+    def pack(decoded):
+        result = split(decoded)
+        features = result[0] if isinstance(result, tuple) else result
+        packed = {name: tf.stack([tf.cast(features[c], tf.float32) for c in columns], axis=-1)}
+        return (packed, result[1]) if isinstance(result, tuple) else packed
+
+    return pack

@@ -1,0 +1,69 @@
+"""``from_files``: CSV or TFRecord files as a dense feature ``x`` plus an integer label."""
+import os
+
+import tensorflow as tf
+
+from input_fns import _files
+from input_fns.csv_files import from_csv
+from input_fns.tfrecords import from_tfrecord
+
+_EXTENSIONS = {".csv": "csv", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord"}
+FORMATS = ("csv", "tfrecord")
+
+
+def _infer_format(paths):
+    formats = {_EXTENSIONS.get(os.path.splitext(str(p))[1].lower()) for p in paths}
+    if len(formats) != 1 or None in formats:
+        raise ValueError(
+            f"file_format must be given ({', '.join(FORMATS)}) unless every file ends in one "
+            f"of {', '.join(sorted(_EXTENSIONS))}. Received: {list(map(str, paths))[:3]}")
+    return formats.pop()
+
+
+def _reshaped(input_fn, x_shape):
+    def reshaped_input_fn(input_context=None):
+        def reshape(features, labels):
+            x = features["x"]
+            return {"x": tf.reshape(x, tf.concat([tf.shape(x)[:1], x_shape], 0))}, labels
+
+        dataset = input_fn(input_context)
+        return dataset.map(reshape, num_parallel_calls=tf.data.AUTOTUNE)
+
+    return reshaped_input_fn
+
+
+def from_files(file_pattern, file_format=None, *, x_shape, label="label", batch_size,
+               shuffle=True, num_epochs=None, seed=None, drop_remainder=True, on_error="raise"):
+    """Returns an ``input_fn(input_context=None)`` yielding ``({"x": x}, labels)``.
+
+    ``x`` is float32 [batch, *x_shape]; labels int64 [batch]. The layout the built-in
+    models read, from either format:
+
+    * CSV with a header line: the ``label`` column, and every other column numeric; those
+      columns, in file order, are ``x`` flattened (``prod(x_shape)`` columns).
+    * TFRecord ``tf.train.Example``: float feature ``x`` of ``prod(x_shape)`` values and
+      int64 feature ``label`` (what ``write_tfrecords({"x": x}, ..., labels=y)`` writes).
+
+    Args:
+      file_pattern: a path, a glob, or a list of them.
+      file_format: "csv" or "tfrecord"; None infers it from the file extensions.
+      x_shape: the shape of one example's ``x``, e.g. [16] or [24, 1].
+      label: the label column or feature.
+      batch_size, shuffle, num_epochs, seed, drop_remainder, on_error: as in
+        ``from_tfrecord``.
+    """
+    paths = _files.expand(file_pattern)
+    file_format = file_format or _infer_format(paths)
+    x_shape = [int(d) for d in x_shape]
+    options = dict(batch_size=batch_size, shuffle=shuffle, num_epochs=num_epochs, seed=seed,
+                   drop_remainder=drop_remainder, on_error=on_error)
+    if file_format == "csv":
+        input_fn = from_csv(paths, label_column=label, column_dtypes={label: tf.int64},
+                            pack_features="x", **options)
+        return _reshaped(input_fn, x_shape)
+    if file_format == "tfrecord":
+        spec = {"x": tf.io.FixedLenFeature(x_shape, tf.float32),
+                label: tf.io.FixedLenFeature([], tf.int64)}
+        return from_tfrecord(paths, spec, label_key=label, **options)
+    raise ValueError(f"file_format must be one of {', '.join(FORMATS)}. "
+                     f"Received: file_format={file_format!r}")

@@ -1,7 +1,8 @@
 """The run's settings as one checked, immutable object.
 
-Precedence: command-line flag -> config file -> default. Every field can live in a
-JSON or YAML config file; unknown keys are refused by name with the nearest valid key.
+Precedence: command-line flag -> config file -> the run recorded in the model dir ->
+default. Every field can live in a JSON or YAML config file; unknown keys are refused by
+name with the nearest valid key.
 """
 import dataclasses
 import difflib
@@ -15,12 +16,18 @@ from estimator_dist.errors import UsageError, check_positive_int
 MODELS = ("dense", "lstm")
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
+_POSITIVE_INTS = ("num_replicas", "max_steps", "batch_size", "save_checkpoints_steps",
+                  "eval_steps", "collective_timeout")
+_OPTIONAL_STRS = ("model_dir", "tpu_name", "export_dir")
+_BOOLS = ("tpu_validate", "export", "verbose")
+
 
 @dataclasses.dataclass(frozen=True)
 class RunSettings:
     """Everything one ``python -m estimator_dist.train`` run needs."""
 
     model: str = "dense"
+    params: dict = dataclasses.field(default_factory=dict)  # Overrides of the model's params.
     strategy: str = "default"
     num_replicas: int = None
     max_steps: int = None  # None: the model's default.
@@ -32,14 +39,26 @@ class RunSettings:
     tpu_name: str = None
     tpu_validate: bool = False
     collective_timeout: int = None
+    export: bool = True
+    export_dir: str = None  # None: MODEL_DIR/export.
     verbose: bool = False
 
     def __post_init__(self):
         _check_choice("model", self.model, MODELS)
         _check_choice("strategy", self.strategy, STRATEGIES)
-        for name in ("num_replicas", "max_steps", "batch_size", "save_checkpoints_steps",
-                     "eval_steps", "collective_timeout"):
+        for name in _POSITIVE_INTS:
             check_positive_int(name, getattr(self, name), allow_none=True)
+        for name in _OPTIONAL_STRS:
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise UsageError(f"{name} must be a non-empty string. Received: {name}={value!r}")
+        for name in _BOOLS:
+            if not isinstance(getattr(self, name), bool):
+                raise UsageError(f"{name} must be true or false. "
+                                 f"Received: {name}={getattr(self, name)!r}")
+        if not isinstance(self.params, dict) or not all(isinstance(k, str) for k in self.params):
+            raise UsageError("params must be a mapping of parameter names to values. "
+                             f"Received: params={self.params!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UsageError(f"seed must be a non-negative int. Received: seed={self.seed!r}")
         if self.tpu_validate and self.strategy != "tpu":
@@ -56,17 +75,39 @@ class RunSettings:
     @classmethod
     def from_dict(cls, values, source="config"):
         """Builds settings from a mapping; unknown keys are refused by name."""
-        if not isinstance(values, dict):
-            raise UsageError(f"{source} must be a mapping of settings. "
-                             f"Received: {type(values).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        for key in values:
-            if key not in names:
-                near = difflib.get_close_matches(str(key), names, n=1)
-                hint = f" (did you mean {near[0]!r}?)" if near else ""
-                raise UsageError(f"{source} keys must be settings of estimator_dist.train"
-                                 f"{hint}. Received: unknown key {key!r}")
+        check_keys(values, source)
         return cls(**values)
+
+
+def check_keys(values, source):
+    """Raises unless ``values`` is a mapping whose keys are all ``RunSettings`` fields."""
+    if not isinstance(values, dict):
+        raise UsageError(f"{source} must be a mapping of settings. "
+                         f"Received: {type(values).__name__}")
+    names = [f.name for f in dataclasses.fields(RunSettings)]
+    for key in values:
+        if key not in names:
+            raise UsageError(f"{source} keys must be settings of estimator_dist.train"
+                             f"{nearest_hint(str(key).replace('-', '_'), names)}. "
+                             f"Received: unknown key {key!r}")
+
+
+def nearest_hint(word, candidates):
+    """`` (did you mean 'X'?)`` for the closest candidate, or an empty string."""
+    near = difflib.get_close_matches(word, candidates, n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def merge(*layers):
+    """Merges mappings of settings, later layers winning; ``params`` merge key by key."""
+    merged = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key == "params" and isinstance(value, dict):
+                merged[key] = {**merged.get(key, {}), **value}
+            else:
+                merged[key] = value
+    return merged
 
 
 def _check_choice(name, value, choices):
@@ -82,10 +123,11 @@ def load_file(path):
     except OSError as error:
         raise UsageError(f"config file must be a readable file. Received: {str(path)!r} "
                          f"({error.strerror})") from None
+    kind = "JSON" if path.suffix == ".json" else "YAML"
     try:
-        values = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        values = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         first = str(error).splitlines()[0]
-        raise UsageError(f"config file must be valid {'JSON' if path.suffix == '.json' else 'YAML'}. "
+        raise UsageError(f"config file must be valid {kind}. "
                          f"Received: {str(path)!r} ({first})") from None
     return {} if values is None else values

@@ -1,0 +1,117 @@
+"""The run recorded in a model dir: ``run.json``, the resolved settings of the train run.
+
+``python -m estimator_dist.train`` writes it once its settings are checked and before the
+first step, so a resume, ``report`` and ``migrate`` need no repeated flags. A resume may
+change how the run trains (steps, strategy, replicas, batch size, checkpoints) but not
+what it trains: a different model or model params is refused, naming the difference.
+
+Imports no TensorFlow: the CLI reads the record before TensorFlow is imported.
+"""
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+
+from estimator_dist.errors import UsageError
+
+FILENAME = "run.json"
+# Settings that define the model in the checkpoint: a resume must keep them.
+IDENTITY = ("model", "params")
+# Settings that belong to one invocation, not to the run.
+_NOT_RECORDED = ("model_dir", "verbose")
+# Settings a resume takes from the record when not given again. The strategy, replicas
+# and TPU settings describe where a run executes, so they come from the new invocation.
+CARRIED = ("model", "params", "batch_size", "max_steps", "seed", "eval_steps",
+           "save_checkpoints_steps", "export", "export_dir")
+_PACKAGES = ("estimator-dist", "tensorflow", "tensorflow-cpu", "tensorflow-estimator", "numpy")
+
+
+def path(model_dir):
+    return os.path.join(model_dir, FILENAME)
+
+
+def load(model_dir):
+    """The record in ``model_dir`` as a dict, or None when there is none."""
+    if not os.path.isdir(model_dir):
+        return None
+    try:
+        with open(path(model_dir), encoding="utf-8") as file:
+            record = json.load(file)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise UsageError(f"model_dir must hold a readable {FILENAME}. "
+                         f"Received: {path(model_dir)!r} ({error})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
+        raise UsageError(f"{FILENAME} must hold an object with 'settings'. "
+                         f"Received: {path(model_dir)!r}")
+    return record
+
+
+def recorded_settings(model_dir):
+    """The settings recorded in ``model_dir`` (a mapping for ``config.merge``), or {}."""
+    record = load(model_dir) if model_dir else None
+    if record is None:
+        return {}
+    return {k: v for k, v in record["settings"].items() if k in CARRIED}
+
+
+def _differences(recorded, wanted):
+    for key in IDENTITY:
+        before, after = recorded.get(key), wanted.get(key)
+        if key == "params" and isinstance(before, dict) and isinstance(after, dict):
+            for name in sorted(set(before) | set(after)):
+                if before.get(name) != after.get(name):
+                    yield f"params.{name}", before.get(name), after.get(name)
+        elif before != after:
+            yield key, before, after
+
+
+def check_resume(model_dir, settings):
+    """Refuses to train ``settings`` (a dict) into a model dir holding another model.
+
+    Raises:
+      UsageError: the record names another model or params (the first difference is
+        named), or the model dir holds a checkpoint but no record.
+    """
+    record = load(model_dir)
+    if record is None:
+        if os.path.exists(os.path.join(model_dir, "checkpoint")):
+            raise UsageError(
+                f"model_dir must be new or hold a run of estimator_dist.train ({FILENAME}); "
+                "use a new --model-dir. Received: "
+                f"model_dir={model_dir!r} with a checkpoint and no {FILENAME}")
+        return
+    for name, before, after in _differences(record["settings"], settings):
+        raise UsageError(
+            f"{name} must match the run recorded in {path(model_dir)} ({before!r}) to resume "
+            f"it; use a new --model-dir for another model. Received: {name}={after!r}")
+
+
+def versions():
+    """Installed versions of the packages a run depends on, and Python's."""
+    found = {"python": platform.python_version()}
+    for package in _PACKAGES:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def make_record(settings, data):
+    """The record of a run: its resolved ``settings`` (a dict), ``data`` spec and versions."""
+    kept = {k: v for k, v in settings.items() if k not in _NOT_RECORDED}
+    return {"settings": kept, "data": data, "versions": versions(),
+            "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds")}
+
+
+def write(model_dir, record):
+    """Writes ``record`` to ``model_dir`` atomically (a reader never sees half a file)."""
+    temporary = path(model_dir) + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump(record, file, indent=2, sort_keys=True)
+        file.write("\n")
+    os.replace(temporary, path(model_dir))

@@ -1,0 +1,86 @@
+"""RunSettings: checked fields, unknown keys by name, merging layers, safe file loading."""
+import json
+
+import pytest
+
+from estimator_dist import config
+from estimator_dist.errors import UsageError
+
+
+def test_from_dict_unknown_key_suggests_nearest():
+    with pytest.raises(UsageError, match=r"did you mean 'max_steps'\?\)\. Received: unknown key "
+                                         r"'max_step'"):
+        config.RunSettings.from_dict({"max_step": 10})
+
+
+def test_from_dict_hyphenated_key_suggests_underscore_name():
+    with pytest.raises(UsageError, match="did you mean 'batch_size'"):
+        config.RunSettings.from_dict({"batch-size": 32})
+
+
+def test_from_dict_not_mapping_refused():
+    with pytest.raises(UsageError, match="must be a mapping of settings. Received: list"):
+        config.RunSettings.from_dict([1, 2])
+
+
+@pytest.mark.parametrize("key,value,rule", [
+    ("max_steps", 0, "a positive int"),
+    ("batch_size", "64", "a positive int"),
+    ("model", "cnn", "one of dense, lstm"),
+    ("strategy", "mirror", "one of default, mirrored, multi_worker, tpu"),
+    ("model_dir", "", "a non-empty string"),
+    ("export", "yes", "true or false"),
+    ("seed", -1, "a non-negative int"),
+    ("params", ["learning_rate"], "a mapping of parameter names to values"),
+])
+def test_field_bad_value_names_field_rule_and_value(key, value, rule):
+    with pytest.raises(UsageError, match=rf"{key} must be {rule}\. Received: {key}="):
+        config.RunSettings.from_dict({key: value})
+
+
+def test_tpu_validate_without_tpu_strategy_refused():
+    with pytest.raises(UsageError, match="tpu_validate applies to strategy 'tpu' only"):
+        config.RunSettings(tpu_validate=True)
+
+
+def test_replace_checks_the_copy_and_keeps_the_original():
+    settings = config.RunSettings()
+    with pytest.raises(UsageError, match="max_steps must be a positive int"):
+        settings.replace(max_steps=-5)
+    assert settings.replace(max_steps=5).max_steps == 5 and settings.max_steps is None
+
+
+def test_merge_later_layers_win_and_params_merge_by_key():
+    merged = config.merge({"model": "dense", "params": {"learning_rate": 0.1, "dropout": 0.2}},
+                          {"model": "lstm", "params": {"learning_rate": 0.5}})
+    assert merged == {"model": "lstm", "params": {"learning_rate": 0.5, "dropout": 0.2}}
+
+
+def test_load_file_reads_yaml_and_json(tmp_path):
+    (tmp_path / "a.yaml").write_text("model: lstm\nparams:\n  num_units: 8\n")
+    (tmp_path / "b.json").write_text(json.dumps({"max_steps": 7}))
+    assert config.load_file(tmp_path / "a.yaml") == {"model": "lstm", "params": {"num_units": 8}}
+    assert config.load_file(tmp_path / "b.json") == {"max_steps": 7}
+
+
+def test_load_file_empty_yaml_is_no_settings(tmp_path):
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    assert config.load_file(tmp_path / "empty.yaml") == {}
+
+
+def test_load_file_missing_refused(tmp_path):
+    with pytest.raises(UsageError, match=r"config file must be a readable file\. Received: .*"
+                                         r"nope\.yaml' \(No such file or directory\)"):
+        config.load_file(tmp_path / "nope.yaml")
+
+
+def test_load_file_python_tag_refused_by_safe_loading(tmp_path):
+    (tmp_path / "evil.yaml").write_text("!!python/object/apply:os.system ['true']\n")
+    with pytest.raises(UsageError, match="config file must be valid YAML"):
+        config.load_file(tmp_path / "evil.yaml")
+
+
+def test_load_file_invalid_json_refused(tmp_path):
+    (tmp_path / "bad.json").write_text("{max_steps: 3")
+    with pytest.raises(UsageError, match="config file must be valid JSON"):
+        config.load_file(tmp_path / "bad.json")

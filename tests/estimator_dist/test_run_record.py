@@ -1,0 +1,72 @@
+"""run.json: what a train run records, what a resume takes from it, what it refuses."""
+import json
+import os
+
+import pytest
+
+from estimator_dist import run_record
+from estimator_dist.errors import UsageError
+
+_SETTINGS = {"model": "dense", "params": {"hidden_units": [8], "learning_rate": 0.01},
+             "batch_size": 32, "max_steps": 100, "strategy": "mirrored", "num_replicas": 2,
+             "seed": 1, "model_dir": "/somewhere", "verbose": True}
+
+
+@pytest.fixture
+def recorded_dir(tmp_path):
+    run_record.write(str(tmp_path), run_record.make_record(_SETTINGS, {"train": "built-in"}))
+    return str(tmp_path)
+
+
+def test_make_record_keeps_settings_data_and_versions():
+    record = run_record.make_record(_SETTINGS, {"train": "built-in"})
+    assert record["settings"]["params"] == _SETTINGS["params"]
+    assert "model_dir" not in record["settings"] and "verbose" not in record["settings"]
+    assert record["data"] == {"train": "built-in"}
+    assert {"python", "tensorflow-estimator", "numpy"} <= set(record["versions"])
+
+
+def test_write_leaves_only_the_record(recorded_dir):
+    assert os.listdir(recorded_dir) == [run_record.FILENAME]
+    with open(run_record.path(recorded_dir), encoding="utf-8") as file:
+        assert json.load(file)["settings"]["model"] == "dense"
+
+
+def test_recorded_settings_carry_what_not_where(recorded_dir):
+    carried = run_record.recorded_settings(recorded_dir)
+    assert carried["model"] == "dense" and carried["max_steps"] == 100
+    assert "strategy" not in carried and "num_replicas" not in carried
+
+
+def test_recorded_settings_of_new_dir_are_empty(tmp_path):
+    assert run_record.recorded_settings(str(tmp_path / "new")) == {}
+
+
+def test_check_resume_same_model_passes(recorded_dir):
+    run_record.check_resume(recorded_dir, dict(_SETTINGS, max_steps=500, strategy="default"))
+
+
+def test_check_resume_other_model_names_it(recorded_dir):
+    with pytest.raises(UsageError, match=r"model must match the run recorded in .*run\.json "
+                                         r"\('dense'\).*Received: model='lstm'"):
+        run_record.check_resume(recorded_dir, dict(_SETTINGS, model="lstm"))
+
+
+def test_check_resume_other_params_names_the_param(recorded_dir):
+    params = dict(_SETTINGS["params"], hidden_units=[16])
+    with pytest.raises(UsageError, match=r"params\.hidden_units must match .*\(\[8\]\).*"
+                                         r"Received: params\.hidden_units=\[16\]"):
+        run_record.check_resume(recorded_dir, dict(_SETTINGS, params=params))
+
+
+def test_check_resume_checkpoint_without_record_refused(tmp_path):
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-5"\n')
+    with pytest.raises(UsageError, match="model_dir must be new or hold a run of "
+                                         "estimator_dist.train"):
+        run_record.check_resume(str(tmp_path), _SETTINGS)
+
+
+def test_load_corrupt_record_refused(tmp_path):
+    (tmp_path / run_record.FILENAME).write_text("{not json")
+    with pytest.raises(UsageError, match="model_dir must hold a readable run.json"):
+        run_record.load(str(tmp_path))

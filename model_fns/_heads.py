@@ -170,7 +170,7 @@ def make_spec(mode, *, head, logits, labels, params, predictions=None, weights=N
     if weights is None:
         weights = tf.ones(_target_shape(logits, []), tf.float32)
     with tf.control_dependencies(loss_dependencies):
-        loss = tf.identity(head.loss(labels, logits, weights), name="loss")
+        loss = tf.identity(head.loss(labels, logits, weights))
     if mode == ModeKeys.EVAL:
         if "use_tpu" in params:
             tensors = {"labels": labels, "logits": logits, "weights": weights}

@@ -1,0 +1,46 @@
+"""from_files: the built-in models' layout from CSV or TFRecord files."""
+import numpy as np
+import pytest
+
+import input_fns
+
+
+def _data():
+    x = np.arange(24, dtype=np.float32).reshape(6, 2, 2) / 10
+    return x, np.arange(6) % 3
+
+
+def _csv(tmp_path, x, y):
+    path = tmp_path / "train.csv"
+    rows = [",".join(map(str, row.tolist() + [label])) for row, label in zip(x.reshape(6, -1), y)]
+    path.write_text("x0,x1,x2,x3,label\n" + "\n".join(rows) + "\n")
+    return str(path)
+
+
+def _first_batch(input_fn):
+    features, labels = next(iter(input_fn()))
+    return features["x"].numpy(), labels.numpy()
+
+
+def test_from_files_csv_and_tfrecord_give_same_batches(tmp_path):
+    x, y = _data()
+    records = input_fns.write_tfrecords({"x": x}, tmp_path / "train", num_shards=1, labels=y)
+    options = dict(x_shape=[2, 2], batch_size=6, shuffle=False, num_epochs=1)
+    from_csv = _first_batch(input_fns.from_files([_csv(tmp_path, x, y)], **options))
+    from_records = _first_batch(input_fns.from_files(records, **options))
+    np.testing.assert_allclose(from_csv[0], x)
+    np.testing.assert_allclose(from_records[0], x)
+    assert from_csv[1].tolist() == from_records[1].tolist() == y.tolist()
+
+
+def test_from_files_batch_shape_is_static(tmp_path):
+    x, y = _data()
+    dataset = input_fns.from_files([_csv(tmp_path, x, y)], x_shape=[2, 2], batch_size=2)()
+    assert dataset.element_spec[0]["x"].shape.as_list() == [2, 2, 2]
+
+
+def test_from_files_unknown_extension_raises(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text("")
+    with pytest.raises(ValueError, match=r"file_format must be given \(csv, tfrecord\)"):
+        input_fns.from_files([str(path)], x_shape=[1], batch_size=1)

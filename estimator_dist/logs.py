@@ -18,12 +18,18 @@ def quiet_tensorflow(verbose):
     warnings.filterwarnings("ignore", category=UserWarning, module="tensorflow|keras")
     warnings.filterwarnings("ignore", message=".*is deprecated.*", category=UserWarning)
     for name in ("tensorflow", "absl", "h5py"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def quiet_tensorflow_python():
-    """Silences TF's Python logger after import (its v1 logging resets the level)."""
+def tensorflow_python_logging(verbose):
+    """Sets TF's Python logger after import (its v1 logging resets the level).
+
+    Verbose shows TensorFlow's and Estimator's INFO logs; otherwise even errors are
+    silenced: the CLI reports every failure itself, in one line.
+    """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)
-    tf.get_logger().setLevel(logging.ERROR)
+    level = logging.INFO if verbose else logging.CRITICAL
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO if verbose
+                                       else tf.compat.v1.logging.FATAL)
+    tf.get_logger().setLevel(level)

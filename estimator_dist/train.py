@@ -1,20 +1,31 @@
 """``python -m estimator_dist.train``: train, evaluate and export a model.
 
 With no flags it trains the dense classifier on built-in data, evaluates it, exports a
-SavedModel under the model dir and prints the final metrics.
+SavedModel under the model dir and prints the final metrics. Settings come from flags,
+then ``--config FILE``, then the run recorded in an existing ``--model-dir``, then
+defaults.
 """
 import argparse
+import json
+import os
 import sys
 
 from estimator_dist import config as config_lib
-from estimator_dist import logs
+from estimator_dist import logs, run_record
 from estimator_dist.errors import UsageError
+
+_PROG = "python -m estimator_dist.train"
+_NOT_SETTINGS = ("config", "print_config", "param")
 
 
 class _OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr and exit code 2."""
 
     def error(self, message):
+        if message.startswith("unrecognized arguments: "):
+            flags = [w for w in message.split()[2:] if w.startswith("--")]
+            options = [o for o in self._option_string_actions if o.startswith("--")]
+            message += config_lib.nearest_hint(flags[0].split("=")[0], options) if flags else ""
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -28,81 +39,157 @@ def _positive_int(text):
     return value
 
 
+def _non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative int. Received: {text!r}")
+    return value
+
+
+def _param(text):
+    """``KEY=VALUE`` -> (KEY, VALUE); VALUE is read as JSON when it parses, else a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"must be KEY=VALUE. Received: {text!r}")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def _add_model_flags(parser, defaults):
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", choices=config_lib.MODELS, default=argparse.SUPPRESS,
+                       help=f"which built-in model to train (default: {defaults.model})")
+    group.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
+                       help="set a model param, e.g. learning_rate=0.001 or "
+                            "hidden_units=[32,32]; repeatable (default: the model's own)")
+
+
+def _add_data_flags(parser):
+    group = parser.add_argument_group("data")
+    group.add_argument("--batch-size", type=_positive_int, default=argparse.SUPPRESS,
+                       help="global batch size, split evenly across replicas "
+                            "(default: the model's own: dense 128, lstm 64)")
+
+
+def _add_distribution_flags(parser, defaults):
+    group = parser.add_argument_group("distribution")
+    group.add_argument("--strategy", choices=config_lib.STRATEGIES, default=argparse.SUPPRESS,
+                       help=f"distribution strategy (default: {defaults.strategy})")
+    group.add_argument("--num-replicas", type=_positive_int, default=argparse.SUPPRESS,
+                       help="replicas for mirrored (default: every GPU, else 2 CPU devices)")
+    group.add_argument("--tpu-name", default=argparse.SUPPRESS,
+                       help="TPU name or address for --strategy tpu (default: $TPU_NAME)")
+    group.add_argument("--tpu-validate", action="store_true", default=argparse.SUPPRESS,
+                       help="with --strategy tpu: run the TPUEstimator path on CPU")
+    group.add_argument("--collective-timeout", type=_positive_int, default=argparse.SUPPRESS,
+                       help="seconds a multi_worker collective waits for a peer (default: 300)")
+
+
+def _add_run_flags(parser, defaults):
+    group = parser.add_argument_group("run")
+    group.add_argument("--max-steps", type=_positive_int, default=argparse.SUPPRESS,
+                       help="global step to train to (default: the model's own: dense 1000, "
+                            "lstm 600; on resume: the recorded run's)")
+    group.add_argument("--model-dir", default=argparse.SUPPRESS,
+                       help="checkpoints, events, run.json and export; an existing one is "
+                            "resumed (default: a new ./runs/MODEL-TIME)")
+    group.add_argument("--save-checkpoints-steps", type=_positive_int,
+                       default=argparse.SUPPRESS,
+                       help="steps between checkpoints (default: every 10 minutes and at "
+                            "the end)")
+    group.add_argument("--seed", type=_non_negative_int, default=argparse.SUPPRESS,
+                       help=f"random seed for data order and initializers "
+                            f"(default: {defaults.seed})")
+    group.add_argument("--eval-steps", type=_positive_int, default=argparse.SUPPRESS,
+                       help="eval batches (default: the whole eval set)")
+    group.add_argument("--config", metavar="FILE",
+                       help="JSON or YAML file of settings (keys as the flags, with _); "
+                            "flags override it (default: none)")
+    group.add_argument("--print-config", action="store_true",
+                       help="print the merged settings as JSON and exit")
+    group.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="show TensorFlow's logs and full tracebacks (default: quiet)")
+
+
+def _add_export_flags(parser):
+    group = parser.add_argument_group("export")
+    group.add_argument("--export-dir", default=argparse.SUPPRESS,
+                       help="where the SavedModel goes (default: MODEL_DIR/export)")
+    group.add_argument("--no-export", dest="export", action="store_false",
+                       default=argparse.SUPPRESS, help="skip the SavedModel export")
+
+
 def train_parser(subparsers=None):
     """The parser of the train command (standalone, or added to ``subparsers``)."""
     description = "Train, evaluate and export a model under a distribution strategy."
     if subparsers is None:
-        parser = _OneLineParser(prog="python -m estimator_dist.train", description=description,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        parser = _OneLineParser(prog=_PROG, description=description)
     else:
         parser = subparsers.add_parser("train", description=description)
     defaults = config_lib.RunSettings()
-    model = parser.add_argument_group("model")
-    model.add_argument("--model", choices=config_lib.MODELS, default=argparse.SUPPRESS,
-                       help=f"which built-in model to train (default: {defaults.model})")
-    data = parser.add_argument_group("data")
-    data.add_argument("--batch-size", type=_positive_int, default=argparse.SUPPRESS,
-                      help="global batch size (default: the model's own)")
-    dist = parser.add_argument_group("distribution")
-    dist.add_argument("--strategy", choices=config_lib.STRATEGIES, default=argparse.SUPPRESS,
-                      help=f"distribution strategy (default: {defaults.strategy})")
-    dist.add_argument("--num-replicas", type=_positive_int, default=argparse.SUPPRESS,
-                      help="replicas for mirrored (default: every GPU, else 2 CPU devices)")
-    dist.add_argument("--tpu-name", default=argparse.SUPPRESS,
-                      help="TPU name or address for --strategy tpu (default: $TPU_NAME)")
-    dist.add_argument("--tpu-validate", action="store_true", default=argparse.SUPPRESS,
-                      help="with --strategy tpu: run the TPUEstimator path on CPU")
-    dist.add_argument("--collective-timeout", type=_positive_int, default=argparse.SUPPRESS,
-                      help="seconds a multi_worker collective waits for a peer (default: 300)")
-    run = parser.add_argument_group("run")
-    run.add_argument("--max-steps", type=_positive_int, default=argparse.SUPPRESS,
-                     help="global steps to train to (default: the model's own)")
-    run.add_argument("--model-dir", default=argparse.SUPPRESS,
-                     help="checkpoints, events and export (default: a new ./runs/MODEL-TIME)")
-    run.add_argument("--save-checkpoints-steps", type=_positive_int, default=argparse.SUPPRESS,
-                     help="steps between checkpoints (default: at the end)")
-    run.add_argument("--seed", type=int, default=argparse.SUPPRESS,
-                     help=f"random seed for data order and initializers (default: {defaults.seed})")
-    run.add_argument("--eval-steps", type=_positive_int, default=argparse.SUPPRESS,
-                     help="eval batches (default: the whole eval set)")
-    run.add_argument("--config", metavar="FILE",
-                     help="JSON or YAML file of settings; flags override it")
-    run.add_argument("--print-config", action="store_true",
-                     help="print the merged settings as JSON and exit")
-    run.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
-                     help="show TensorFlow's logs and full tracebacks")
+    _add_model_flags(parser, defaults)
+    _add_data_flags(parser)
+    _add_distribution_flags(parser, defaults)
+    _add_run_flags(parser, defaults)
+    _add_export_flags(parser)
     return parser
 
 
+def _flag_values(args):
+    values = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
+    if args.param:
+        values["params"] = dict(args.param)
+    return values
+
+
 def settings_from_args(args):
-    """Merges flag values over the config file over the defaults."""
-    values = config_lib.load_file(args.config) if args.config else {}
+    """Merges flags over the config file over the recorded run over the defaults."""
+    file_values = config_lib.load_file(args.config) if args.config else {}
     source = f"config file {args.config!r}" if args.config else "config"
-    settings = config_lib.RunSettings.from_dict(values, source=source)
-    flags = {k: v for k, v in vars(args).items() if k not in ("config", "print_config")}
-    return settings.replace(**flags)
+    config_lib.check_keys(file_values, source)
+    flags = _flag_values(args)
+    model_dir = flags.get("model_dir", file_values.get("model_dir"))
+    recorded = run_record.recorded_settings(model_dir) if isinstance(model_dir, str) else {}
+    merged = config_lib.merge(recorded, file_values, flags)
+    return config_lib.RunSettings.from_dict(merged, source=source)
+
+
+def _print_summary(result):
+    metrics = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                        for k, v in sorted(result.metrics.items()) if k != "global_step")
+    step = result.metrics.get("global_step")
+    if metrics:
+        print(f"metrics    {metrics}" + (f"  (step {step})" if step is not None else ""))
+    done = result.throughput
+    if done and done.steps:
+        print(f"training   {done.steps} steps in {done.seconds:.1f} s: "
+              f"{done.examples_per_second:,.0f} examples/s, "
+              f"{done.steps / done.seconds:.1f} steps/s")
+    else:
+        print(f"training   none: the model dir is already at max_steps {result.max_steps} "
+              "(raise --max-steps to train further)")
+    if result.export_path:
+        print(f"export     {result.export_path}")
+    print(f"model dir  {result.model_dir}")
+    print(f"wall time  {result.seconds:.1f} s")
 
 
 def train_command(args):
     """Runs the job the parsed ``args`` describe; returns the process exit code."""
     settings = settings_from_args(args)
     if args.print_config:
-        import json  # pylint: disable=import-outside-toplevel
-
         print(json.dumps(settings.to_dict(), indent=2, sort_keys=True))
         return 0
     logs.quiet_tensorflow(settings.verbose)
     from estimator_dist import training  # pylint: disable=import-outside-toplevel
 
-    if not settings.verbose:
-        logs.quiet_tensorflow_python()
-    result = training.run(settings)
-    for name, value in sorted(result.metrics.items()):
-        print(f"{name:>12}: {value:.4f}" if isinstance(value, float) else f"{name:>12}: {value}")
-    print(f"  model dir: {result.model_dir}")
-    if result.export_path:
-        print(f"   exported: {result.export_path}")
-    print(f"  wall time: {result.seconds:.1f} s ({result.examples_per_second:,.0f} examples/s)")
+    logs.tensorflow_python_logging(settings.verbose)
+    _print_summary(training.run(settings))
     return 0
 
 
@@ -117,6 +204,14 @@ def main(argv=None):
             raise
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted; the checkpoints saved so far are kept",
+              file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Whoever read stdout left (e.g. `| head`): stop without a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,19 +1,27 @@
-"""One training job: RunSettings -> RunConfig -> Estimator -> train, evaluate, export."""
+"""One training job: RunSettings -> RunConfig -> Estimator -> train, evaluate, export.
+
+Every check on the settings, the data and the model dir runs before the model dir is
+written to, so a refused run leaves an existing model dir as it was.
+"""
 import dataclasses
 import datetime
-import json
 import os
+import sys
+import tempfile
 import time
 
 import tensorflow as tf
 
-from estimator_dist import cluster, export
+from estimator_dist import cluster, events, export, hooks, run_record
+from estimator_dist.errors import UsageError
 from estimator_dist.estimator import make_estimator, tpu_input_fn
 from estimator_dist.models import MODELS
 from estimator_dist.run_config import make_run_config
 from input_fns import from_arrays
 
 _EVAL_THROTTLE_SECONDS = 1
+_SUMMARY_POINTS = 50
+_BUILTIN_DATA = {"train": "built-in", "eval": "built-in"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,10 +29,11 @@ class Result:
     """What a finished run reports."""
 
     model_dir: str
-    metrics: dict  # Empty on a worker that does not evaluate.
-    export_path: str  # None on a worker that does not export.
-    seconds: float
-    examples_per_second: float
+    metrics: dict  # Empty on a worker that neither evaluates nor finds eval events.
+    export_path: str  # None on a worker that does not export, or with export off.
+    seconds: float  # Wall time of the whole run.
+    throughput: hooks.Throughput  # None when training had no step left to run.
+    max_steps: int
 
 
 def default_model_dir(model, now=None):
@@ -32,8 +41,33 @@ def default_model_dir(model, now=None):
     return os.path.join("runs", f"{model}-{stamp}")
 
 
-def _run_config(settings, model_dir):
-    kwargs = {"tf_random_seed": settings.seed, "log_step_count_steps": 100}
+def check_params(model, params):
+    """Builds ``model`` once in a scratch graph, so that params its model_fn refuses fail
+    before the model dir is touched.
+
+    Raises:
+      UsageError: the model_fn's own message about the params.
+    """
+    data = model.train_data()
+    with tf.Graph().as_default():
+        tf.compat.v1.train.create_global_step()
+        features = {k: tf.constant(v[:1]) for k, v in data.features.items()}
+        try:
+            model.model_fn(features, tf.constant(data.labels[:1]), tf.estimator.ModeKeys.TRAIN,
+                           dict(params))
+        except ValueError as error:
+            raise UsageError(f"params must suit model_fn {model.model_fn.__name__}: "
+                             f"{error}") from None
+
+
+def _summary_steps(max_steps):
+    """Steps between summaries: about ``_SUMMARY_POINTS`` per run, at most 100 apart."""
+    return max(1, min(100, max_steps // _SUMMARY_POINTS))
+
+
+def _run_config(settings, model_dir, max_steps):
+    kwargs = {"tf_random_seed": settings.seed, "log_step_count_steps": 100,
+              "save_summary_steps": _summary_steps(max_steps)}
     if settings.save_checkpoints_steps:
         kwargs["save_checkpoints_steps"] = settings.save_checkpoints_steps
     if settings.strategy == "tpu":
@@ -42,6 +76,32 @@ def _run_config(settings, model_dir):
         kwargs["collective_timeout"] = settings.collective_timeout
     return make_run_config(settings.strategy, num_replicas=settings.num_replicas,
                            model_dir=model_dir, **kwargs)
+
+
+def _num_replicas(settings, config):
+    if settings.strategy == "multi_worker":
+        return cluster.tf_config_from_env().num_workers
+    if settings.strategy == "tpu":
+        return config.tpu_config.num_shards or 1
+    return config.train_distribute.num_replicas_in_sync if config.train_distribute else 1
+
+
+def _check_batch_size(batch_size, replicas):
+    if batch_size % replicas:
+        raise UsageError(
+            f"batch_size must be divisible by the {replicas} replicas (it is the global "
+            f"batch, split evenly across them). Received: batch_size={batch_size}")
+
+
+def _prepare_model_dir(model_dir):
+    """Creates ``model_dir`` if needed and proves it writable, before anything is written."""
+    try:
+        os.makedirs(model_dir, exist_ok=True)
+        with tempfile.TemporaryFile(dir=model_dir):
+            pass
+    except OSError as error:
+        raise UsageError(f"model_dir must be a writable directory. Received: "
+                         f"model_dir={model_dir!r} ({error.strerror})") from None
 
 
 def _input_fns(model, settings, batch_size, on_tpu):
@@ -65,33 +125,91 @@ def _to_python(metrics):
     return {k: v.item() if hasattr(v, "item") else v for k, v in metrics.items()}
 
 
-def run(settings):
-    """Trains, evaluates and exports one model; returns a ``Result``."""
-    model = MODELS[settings.model]
-    model_dir = settings.model_dir or default_model_dir(settings.model)
-    batch_size = settings.batch_size or model.batch_size
-    max_steps = settings.max_steps or model.max_steps
-    config = _run_config(settings, model_dir)
-    estimator = make_estimator(model.model_fn, config, dict(model.params), batch_size=batch_size)
-    train_fn, eval_fn = _input_fns(model, settings, batch_size, settings.strategy == "tpu")
-    start = time.monotonic()
+def _nan_error(step):
+    return UsageError(
+        f"loss must stay finite; training stopped at step {step} and the checkpoints from "
+        "before it are kept (try a smaller learning rate, e.g. --param learning_rate=0.001). "
+        "Received: loss=nan")
+
+
+def _checkpoint_step(model_dir):
+    latest = tf.train.latest_checkpoint(model_dir)
+    return int(latest.rsplit("-", 1)[1]) if latest else 0
+
+
+def _announce(stream, settings, model_dir, max_steps, batch_size, replicas):
+    start = _checkpoint_step(model_dir)
+    verb = f"Resuming {settings.model} at step {start}" if start else f"Training {settings.model}"
+    print(f"{verb} to step {max_steps}: global batch {batch_size} over {replicas} "
+          f"replica{'s' if replicas > 1 else ''} (strategy {settings.strategy}), "
+          f"model dir {model_dir}", file=stream, flush=True)
+
+
+def _eval_stops(start, max_steps, every):
+    """The global steps to pause training at and evaluate: each checkpoint, and the end."""
+    if not every:
+        return [max_steps]
+    return list(range((start // every + 1) * every, max_steps, every)) + [max_steps]
+
+
+def _train(estimator, settings, train_fn, eval_fn, max_steps, progress):
+    """Trains and evaluates; returns the last metrics this process saw."""
     if settings.strategy == "multi_worker":
         tf.estimator.train_and_evaluate(
-            estimator, tf.estimator.TrainSpec(train_fn, max_steps=max_steps),
+            estimator, tf.estimator.TrainSpec(train_fn, max_steps=max_steps, hooks=[progress]),
             tf.estimator.EvalSpec(eval_fn, steps=settings.eval_steps,
                                   throttle_secs=_EVAL_THROTTLE_SECONDS, start_delay_secs=0))
-        metrics = {}
-    else:
-        estimator.train(train_fn, max_steps=max_steps)
+        return events.last_values(os.path.join(estimator.model_dir, "eval"))
+    metrics = {}
+    for stop in _eval_stops(_checkpoint_step(estimator.model_dir), max_steps,
+                            settings.save_checkpoints_steps):
+        estimator.train(train_fn, max_steps=stop, hooks=[progress],
+                        saving_listeners=[hooks.FiniteWeightsListener()])
         metrics = _to_python(estimator.evaluate(eval_fn, steps=settings.eval_steps))
-    seconds = time.monotonic() - start
+    return metrics
+
+
+def run(settings, *, stream=None):
+    """Trains, evaluates and exports one model; returns a ``Result``.
+
+    Progress goes to ``stream`` (default: stdout), on the chief only.
+    """
+    start = time.monotonic()
+    stream = stream or sys.stdout
+    model = MODELS[settings.model]
+    model_dir = settings.model_dir or default_model_dir(settings.model)
+    params = {**model.params, **settings.params}
+    check_params(model, params)
+    batch_size = settings.batch_size or model.batch_size
+    max_steps = settings.max_steps or model.max_steps
+    config = _run_config(settings, model_dir, max_steps)
+    replicas = _num_replicas(settings, config)
+    _check_batch_size(batch_size, replicas)
+    resolved = settings.replace(model_dir=model_dir, params=params, batch_size=batch_size,
+                                max_steps=max_steps)
+    _prepare_model_dir(model_dir)
+    run_record.check_resume(model_dir, resolved.to_dict())
+    chief = _is_chief(settings)
+    if chief:
+        run_record.write(model_dir, run_record.make_record(resolved.to_dict(), _BUILTIN_DATA))
+        _announce(stream, settings, model_dir, max_steps, batch_size, replicas)
+    estimator = make_estimator(model.model_fn, config, params, batch_size=batch_size)
+    train_fn, eval_fn = _input_fns(model, settings, batch_size, settings.strategy == "tpu")
+    progress = hooks.ProgressHook(
+        max_steps, batch_size, mode=hooks.display_mode(stream) if chief else None,
+        stream=stream, summary_dir=model_dir if chief else None,
+        summary_steps=config.save_summary_steps, learning_rate=params.get("learning_rate"))
+    try:
+        metrics = _train(estimator, settings, train_fn, eval_fn, max_steps, progress)
+    except tf.compat.v1.train.NanLossDuringTrainingError:
+        raise _nan_error(progress.step) from None
+    finally:
+        progress.close()
     export_path = None
-    if _is_chief(settings):
+    if chief and settings.export:
         export_path = export.export_saved_model(
-            estimator, os.path.join(model_dir, "export"), model.serving_shapes(model.params))
+            estimator, settings.export_dir or os.path.join(model_dir, "export"),
+            model.serving_shapes(params))
     return Result(model_dir=model_dir, metrics=metrics, export_path=export_path,
-                  seconds=seconds, examples_per_second=max_steps * batch_size / seconds)
-
-
-def result_json(result):
-    return json.dumps(dataclasses.asdict(result), sort_keys=True)
+                  seconds=time.monotonic() - start, throughput=progress.throughput,
+                  max_steps=max_steps)

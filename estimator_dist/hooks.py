@@ -1,0 +1,206 @@
+"""Training hooks of the CLI: live progress with throughput, and a guard on checkpoints.
+
+``ProgressHook`` shows one updating line in a terminal (tqdm), or plain periodic lines
+when the output is not a terminal or ``CI`` is set: step / max steps, loss, examples/s,
+steps/s and ETA. It counts only the steps run in this process, so a resumed run's rates
+start at the restored global step, and it writes ``examples/sec`` and ``learning_rate``
+summaries for TensorBoard.
+"""
+import dataclasses
+import math
+import os
+import time
+
+import tensorflow as tf
+import tqdm
+
+v1 = tf.compat.v1
+
+_PLAIN_LINES = 10  # Plain mode prints about this many lines over a run.
+_BAR_FORMAT = ("step {n_fmt}/{total_fmt} |{bar}| {percentage:3.0f}% "
+               "[{elapsed}<{remaining}{postfix}]")
+
+
+def display_mode(stream, environ=None):
+    """"bar" for a terminal, "lines" for a pipe, a file or CI (``CI`` set)."""
+    environ = os.environ if environ is None else environ
+    isatty = getattr(stream, "isatty", lambda: False)
+    return "bar" if isatty() and not environ.get("CI") else "lines"
+
+
+@dataclasses.dataclass(frozen=True)
+class Throughput:
+    """What the steps run in this process achieved."""
+
+    start_step: int  # The global step restored at the start.
+    final_step: int
+    seconds: float  # From the first step to the last, session set-up excluded.
+    batch_size: int
+
+    @property
+    def steps(self):
+        return self.final_step - self.start_step
+
+    @property
+    def examples_per_second(self):
+        return self.steps * self.batch_size / self.seconds if self.steps and self.seconds else 0.0
+
+
+def _loss_tensor():
+    """The training loss: Estimator adds its (cross-replica) loss last to LOSSES."""
+    losses = v1.get_collection(v1.GraphKeys.LOSSES)
+    return losses[-1] if losses else None
+
+
+def _format_loss(loss):
+    return "n/a" if loss is None else f"{loss:.4f}"
+
+
+class ProgressHook(v1.train.SessionRunHook):
+    """Shows step / max steps, loss, examples/s, steps/s and ETA while training.
+
+    Args:
+      max_steps: the global step training ends at.
+      batch_size: the global batch.
+      mode: "bar", "lines" (see ``display_mode``) or None to show nothing.
+      stream: where progress goes.
+      summary_dir: where to write ``examples/sec`` and ``learning_rate``; None for none.
+      summary_steps: steps between those summaries.
+      learning_rate: the value written as the ``learning_rate`` summary.
+    """
+
+    def __init__(self, max_steps, batch_size, *, mode, stream, summary_dir=None,
+                 summary_steps=100, learning_rate=None):
+        self._max_steps = max_steps
+        self._batch_size = batch_size
+        self._mode = mode
+        self._stream = stream
+        self._summary_dir = summary_dir
+        self._summary_steps = summary_steps
+        self._learning_rate = learning_rate
+        self._fetches = None
+        self._bar = None
+        self._start_step = self._step = None
+        self._seconds = 0.0  # Training time of the sessions that ended.
+        self._session_start = self._window_time = None
+        self._window_step = 0
+        self._loss = None
+
+    @property
+    def step(self):
+        """The global step after the last step run (None before any session)."""
+        return self._step
+
+    @property
+    def throughput(self):
+        """A ``Throughput`` of the sessions so far, or None when no step ran."""
+        if self._start_step is None or self._step == self._start_step:
+            return None
+        return Throughput(self._start_step, self._step, self._seconds, self._batch_size)
+
+    def begin(self):
+        self._fetches = {"step": v1.train.get_global_step()}
+        loss = _loss_tensor()
+        if loss is not None:
+            self._fetches["loss"] = loss
+
+    def after_create_session(self, session, coord):
+        del coord  # Unused.
+        self._step = self._window_step = int(session.run(self._fetches["step"]))
+        if self._start_step is None:
+            self._start_step = self._step
+        self._session_start = self._window_time = time.monotonic()
+        if self._bar is not None:
+            self._bar.unpause()  # Time between sessions (evaluation) is not training.
+        elif self._mode == "bar" and self._step < self._max_steps:
+            self._bar = tqdm.tqdm(total=self._max_steps, initial=self._step, file=self._stream,
+                                  bar_format=_BAR_FORMAT, dynamic_ncols=True, leave=True)
+
+    def before_run(self, run_context):
+        del run_context  # Unused.
+        return v1.train.SessionRunArgs(self._fetches)
+
+    def after_run(self, run_context, run_values):
+        del run_context  # Unused.
+        # The fetched step may be read before this run's increment: count runs instead.
+        self._step = max(self._step + 1, int(run_values.results["step"]))
+        self._loss = run_values.results.get("loss")
+        if self._bar is not None:
+            self._bar.set_postfix_str(self._rates_text(), refresh=False)
+            self._bar.update(self._step - self._bar.n)
+        elif self._mode == "lines" and self._due_plain_line():
+            print(self._plain_line(), file=self._stream, flush=True)
+        if self._summary_dir and self._step % self._summary_steps == 0:
+            self._write_summaries()
+
+    def end(self, session):
+        self._step = int(session.run(self._fetches["step"]))
+        self._seconds += time.monotonic() - self._session_start
+        self._session_start = None
+
+    def close(self):
+        """Ends the display: closes the bar, or prints the last plain line."""
+        if self._bar is not None:
+            self._bar.set_postfix_str(self._rates_text(), refresh=False)
+            self._bar.update(self._step - self._bar.n)
+            self._bar.close()
+            self._bar = None
+        elif self._mode == "lines" and self.throughput is not None:
+            print(self._plain_line(), file=self._stream, flush=True)
+
+    def _elapsed(self):
+        running = time.monotonic() - self._session_start if self._session_start else 0.0
+        return max(self._seconds + running, 1e-9)
+
+    def _steps_per_second(self):
+        return (self._step - self._start_step) / self._elapsed()
+
+    def _rates_text(self):
+        steps_per_second = self._steps_per_second()
+        return (f"loss {_format_loss(self._loss)}, "
+                f"{steps_per_second * self._batch_size:,.0f} examples/s, "
+                f"{steps_per_second:.1f} steps/s")
+
+    def _due_plain_line(self):
+        every = max(1, math.ceil((self._max_steps - self._start_step) / _PLAIN_LINES))
+        return (self._step - self._start_step) % every == 0 and self._step < self._max_steps
+
+    def _plain_line(self):
+        steps_per_second = self._steps_per_second()
+        remaining = (self._max_steps - self._step) / steps_per_second if steps_per_second else 0
+        return (f"step {self._step}/{self._max_steps}  loss {_format_loss(self._loss)}  "
+                f"{steps_per_second * self._batch_size:,.0f} examples/s  "
+                f"{steps_per_second:.1f} steps/s  ETA {tqdm.tqdm.format_interval(remaining)}")
+
+    def _write_summaries(self):
+        now = time.monotonic()
+        steps_per_second = (self._step - self._window_step) / max(now - self._window_time, 1e-9)
+        self._window_step, self._window_time = self._step, now
+        values = [v1.Summary.Value(tag="examples/sec",
+                                   simple_value=steps_per_second * self._batch_size)]
+        if self._learning_rate is not None:
+            values.append(v1.Summary.Value(tag="learning_rate",
+                                           simple_value=float(self._learning_rate)))
+        writer = v1.summary.FileWriterCache.get(self._summary_dir)
+        writer.add_summary(v1.Summary(value=values), self._step)
+        writer.flush()
+
+
+class FiniteWeightsListener(v1.train.CheckpointSaverListener):
+    """Refuses to save a checkpoint whose trainable weights are not all finite.
+
+    A NaN loss stops training, but a checkpoint due at that very step could otherwise
+    be written first and replace the last good one.
+    """
+
+    def __init__(self):
+        self._all_finite = None
+
+    def begin(self):
+        weights = v1.trainable_variables()
+        self._all_finite = tf.reduce_all(
+            [tf.reduce_all(tf.math.is_finite(w)) for w in weights]) if weights else None
+
+    def before_save(self, session, global_step_value):
+        if self._all_finite is not None and not session.run(self._all_finite):
+            raise v1.train.NanLossDuringTrainingError()

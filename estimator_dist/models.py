@@ -38,8 +38,8 @@ MODELS = {
         eval_data=lambda: datasets.waves(1024, seed=1),
         serving_shapes=lambda params: {
             "x": [None, None, 1],
-            "state_c": [None, params["num_units"]],
-            "state_h": [None, params["num_units"]],
+            "state_c": [None, params.get("num_layers", 1) * params["num_units"]],
+            "state_h": [None, params.get("num_layers", 1) * params["num_units"]],
         },
     ),
 }

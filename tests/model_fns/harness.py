@@ -5,7 +5,6 @@ import numpy as np
 import tensorflow as tf
 
 import estimator_dist
-from input_fns import from_arrays
 
 # "tpu" is TPUEstimator on CPU (use_tpu=False): the TPU code path without a TPU.
 STRATEGIES = ("default", "mirrored", "tpu")
@@ -33,6 +32,21 @@ def make_estimator(model_fn, params, strategy, model_dir, *, batch_size, **confi
     return estimator_dist.make_estimator(model_fn, config, dict(params), batch_size=batch_size)
 
 
+def from_arrays(features, labels=None, *, batch_size, shuffle=True, num_epochs=None, seed=0):
+    """An ``input_fn(input_context=None)`` over arrays; ``batch_size`` is global."""
+
+    def input_fn(input_context=None):
+        data = features if labels is None else (features, labels)
+        dataset = tf.data.Dataset.from_tensor_slices(data)
+        if shuffle:
+            dataset = dataset.shuffle(len(next(iter(features.values()))), seed=seed)
+        per_replica = (input_context.get_per_replica_batch_size(batch_size) if input_context
+                       else batch_size)
+        return dataset.repeat(num_epochs).batch(per_replica, drop_remainder=True)
+
+    return input_fn
+
+
 def input_fn_for(strategy, input_fn):
     return estimator_dist.tpu_input_fn(input_fn) if strategy == "tpu" else input_fn
 
@@ -42,7 +56,7 @@ def run_all_modes(model_fn, params, features, labels, *, strategy, model_dir, ba
     """Trains ``steps`` steps, evaluates one pass and predicts every row of ``features``."""
     estimator = make_estimator(model_fn, params, strategy, model_dir, batch_size=batch_size,
                                tf_random_seed=1)
-    train = from_arrays(features, labels, batch_size=batch_size, seed=0)
+    train = from_arrays(features, labels, batch_size=batch_size)
     evaluate = from_arrays(features, labels, batch_size=batch_size, shuffle=False, num_epochs=1)
     predict = from_arrays(features, batch_size=batch_size, shuffle=False, num_epochs=1)
     estimator.train(input_fn_for(strategy, train), max_steps=steps)

@@ -5,7 +5,6 @@ import tensorflow as tf
 
 import estimator_dist
 import model_fns
-from input_fns import from_arrays
 from tests.model_fns import harness
 
 v1 = tf.compat.v1
@@ -28,8 +27,8 @@ def plain_basic_lstm_model_fn(features, labels, mode, params):
 @pytest.mark.parametrize("num_layers", [1, 2])
 def test_basic_lstm_checkpoint_loads_into_lstm_model_fn(model_dir, num_layers):
     features, labels = {"x": harness.floats(16, 5, 2)}, harness.classes(16, CLASSES)
-    train = from_arrays(features, labels, batch_size=8, seed=0)
-    predict = from_arrays(features, batch_size=8, shuffle=False, num_epochs=1)
+    train = harness.from_arrays(features, labels, batch_size=8, seed=0)
+    predict = harness.from_arrays(features, batch_size=8, shuffle=False, num_epochs=1)
     config = estimator_dist.make_run_config("default", model_dir=model_dir, tf_random_seed=3)
     params = {"num_layers": num_layers}
     old = tf.estimator.Estimator(plain_basic_lstm_model_fn, config=config, params=params)

@@ -6,7 +6,6 @@ import tensorflow as tf
 import estimator_dist
 import model_fns
 from estimator_dist.export import export_saved_model
-from input_fns import from_arrays
 from tests.model_fns import harness
 
 UNITS, DIM, TIME = 5, 2, 12
@@ -20,7 +19,7 @@ def serving(tmp_path_factory):
     estimator = tf.estimator.Estimator(
         model_fns.lstm_model_fn, params=params,
         config=estimator_dist.make_run_config("default", model_dir=model_dir, tf_random_seed=2))
-    estimator.train(from_arrays({"x": harness.floats(16, TIME, DIM)}, harness.classes(16, 3),
+    estimator.train(harness.from_arrays({"x": harness.floats(16, TIME, DIM)}, harness.classes(16, 3),
                                 batch_size=8, seed=0), max_steps=2)
     state = [None, 2 * UNITS]
     path = export_saved_model(estimator, model_dir + "/export",

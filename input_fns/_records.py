@@ -16,6 +16,7 @@ import tensorflow as tf
 from input_fns import _pipeline, _sharding
 
 _NO_SIZE = -1
+_CHUNK = 256
 TFRECORD_FRAMING_BYTES = 16  # length (8) + its CRC (4) + data CRC (4)
 
 
@@ -62,10 +63,9 @@ class Source:
         """A dataset of this file's records (strings)."""
         raise NotImplementedError
 
-    def record_size(self, record):
-        """Bytes a record takes in its file (only used when ``sizes`` is set)."""
-        del record
-        return tf.constant(0, tf.int64)
+    def record_size(self, records):
+        """Bytes each of ``records`` takes in its file (only used when ``sizes`` is set)."""
+        return tf.zeros(tf.shape(records), tf.int64)
 
     def name(self, path, index):
         """A record's name in error messages: "PATH record INDEX"."""
@@ -80,15 +80,20 @@ class Source:
         raise NotImplementedError
 
 
-def _indexed(source, file_index, path, size, on_error):
-    """(is_end, file_index, index, record) for each record of one file, then the end marker."""
-    raw = source.raw_records(path).ignore_errors()
-    tagged = raw.map(lambda record: (False, record)).concatenate(
-        tf.data.Dataset.from_tensors((True, tf.constant(source.sentinel))))
+def _indexed_chunks(source, file_index, path, size, on_error):
+    """Chunks ``(is_end, file_index, index, record)`` [n] of one file, then the end marker.
+
+    Records travel in chunks of ``_CHUNK`` so that the bookkeeping costs once per chunk.
+    """
+    raw = source.raw_records(path)
+    if source.sizes is not None:
+        raw = raw.ignore_errors()  # The reader stops at a bad record; the size check tells.
+    chunks = raw.batch(_CHUNK).map(lambda records: (False, records)).concatenate(
+        tf.data.Dataset.from_tensors((True, tf.constant([source.sentinel]))))
 
     def step(state, element):
         index, offset = state
-        is_end, record = element
+        is_end, records = element
         complete = tf.logical_or(tf.logical_not(is_end),
                                  tf.logical_or(size == _NO_SIZE, offset == size))
         if on_error == "raise":
@@ -99,12 +104,14 @@ def _indexed(source, file_index, path, size, on_error):
             check = tf.cond(complete, tf.no_op, lambda: report(
                 "skipped the rest of ", path, " from record ", index,
                 ": the file is corrupt or truncated there"))
+        count = tf.size(records, out_type=tf.int64)
         with tf.control_dependencies([check]):
-            new_state = (index + 1, offset + source.record_size(record))
-            return new_state, (is_end, file_index, index, record)
+            new_state = (index + count, offset + tf.reduce_sum(source.record_size(records)))
+            return new_state, (tf.fill([count], is_end), tf.fill([count], file_index),
+                               index + tf.range(count), records)
 
     start = (tf.constant(0, tf.int64), tf.constant(0, tf.int64))
-    return tagged.scan(start, step)
+    return chunks.scan(start, step)
 
 
 def _skip_bad(source, records, path, shards, shard_id):
@@ -132,17 +139,24 @@ def _skip_bad(source, records, path, shards, shard_id):
 
 
 def _file_reader(source, pipelines, on_error):
+    """``read(file_index, path, size)``: one file's chunks of ``(file_index, index, record)``
+    for this pipeline, records decoded under "skip"."""
     shards, shard_id = pipelines
 
+    def own(is_end, file_index, index, record):
+        keep = tf.logical_or(is_end, index % shards == shard_id)
+        return tuple(tf.boolean_mask(t, keep) for t in (is_end, file_index, index, record))
+
     def read(file_index, path, size):
-        records = _indexed(source, file_index, path, size, on_error)
+        chunks = _indexed_chunks(source, file_index, path, size, on_error)
         if shards > 1:
-            records = records.filter(
-                lambda is_end, _, index, __: tf.logical_or(is_end, index % shards == shard_id))
+            chunks = chunks.map(own)
         if on_error == "skip":
-            records = _skip_bad(source, records, path, shards, shard_id)
-        return records.filter(lambda is_end, *_: tf.logical_not(is_end)).map(
-            lambda _, file_index, index, value: (file_index, index, value))
+            records = _skip_bad(source, chunks.unbatch(), path, shards, shard_id)
+            return records.filter(lambda is_end, *_: tf.logical_not(is_end)).map(
+                lambda _, file_index, index, value: (file_index, index, value)).batch(_CHUNK)
+        chunks = chunks.filter(lambda is_end, *_: tf.logical_not(tf.reduce_any(is_end)))
+        return chunks.map(lambda _, file_index, index, record: (file_index, index, record))
 
     return read
 
@@ -164,7 +178,7 @@ def read(source, input_context, *, shuffle, seed, on_error, cycle_length=4):
     pipelines = _sharding.record_shard(input_context) if record_level else (1, 0)
     records = files.interleave(
         _file_reader(source, pipelines, on_error), cycle_length=min(cycle_length, len(paths)),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
     first = files.flat_map(
         lambda _, path, __: source.raw_records(path).skip(pipelines[1]).take(1))
     noun = "file" if len(paths) == 1 else "files"

@@ -52,8 +52,8 @@ class _TFRecordSource(_records.Source):
     def raw_records(self, path):
         return tf.data.TFRecordDataset(path)
 
-    def record_size(self, record):
-        return tf.cast(tf.strings.length(record), tf.int64) + _records.TFRECORD_FRAMING_BYTES
+    def record_size(self, records):
+        return tf.cast(tf.strings.length(records), tf.int64) + _records.TFRECORD_FRAMING_BYTES
 
     def decode_one(self, record, name):
         return tf.io.parse_single_example(record, self.feature_spec, example_names=name)

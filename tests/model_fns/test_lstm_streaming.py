@@ -19,8 +19,9 @@ def serving(tmp_path_factory):
     estimator = tf.estimator.Estimator(
         model_fns.lstm_model_fn, params=params,
         config=estimator_dist.make_run_config("default", model_dir=model_dir, tf_random_seed=2))
-    estimator.train(harness.from_arrays({"x": harness.floats(16, TIME, DIM)}, harness.classes(16, 3),
-                                batch_size=8, seed=0), max_steps=2)
+    train = harness.from_arrays({"x": harness.floats(16, TIME, DIM)}, harness.classes(16, 3),
+                                batch_size=8)
+    estimator.train(train, max_steps=2)
     state = [None, 2 * UNITS]
     path = export_saved_model(estimator, model_dir + "/export",
                               {"x": [None, None, DIM], "state_c": state, "state_h": state})

@@ -1,12 +1,12 @@
-"""Stateful truncated BPTT: state carried per stream, equal on one device and mirrored-2."""
+"""Stateful truncated BPTT: carried state is equal on one device, mirrored-2 and two workers."""
 import glob
 import os
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import estimator_dist
 import model_fns
 from tests.model_fns import harness
 
@@ -34,12 +34,15 @@ def streams_input_fn(first_step=0):
     """One window of every stream per step, in stream order, from ``first_step`` on.
 
     Under N replicas the dataset yields each step's batch as N per-replica elements, so
-    replica r keeps streams [r * K / N, (r + 1) * K / N).
+    replica r keeps streams [r * K / N, (r + 1) * K / N); with one input pipeline per
+    worker, worker w reads replica w's elements.
     """
     x, labels, reset = _series()
 
     def input_fn(input_context=None):
         replicas = input_context.num_replicas_in_sync if input_context else 1
+        pipelines = input_context.num_input_pipelines if input_context else 1
+        pipeline = input_context.input_pipeline_id if input_context else 0
         per_replica = STREAMS // replicas
         steps = range(first_step, STEPS)
         window = [(x[:, s * WINDOW:(s + 1) * WINDOW], labels[:, s * WINDOW:(s + 1) * WINDOW],
@@ -52,8 +55,9 @@ def streams_input_fn(first_step=0):
                     "reset": split(np.stack([w[2] for w in window])),
                     "stream": split(np.tile(np.arange(STREAMS, dtype=np.int32),
                                             (len(steps), 1)))}
-        return tf.data.Dataset.from_tensor_slices(
+        dataset = tf.data.Dataset.from_tensor_slices(
             (features, split(np.stack([w[1] for w in window]))))
+        return dataset.shard(pipelines, pipeline)
 
     return input_fn
 
@@ -120,3 +124,19 @@ def test_stream_reset_row_starts_from_zero_state():
     first, second = _stateful_eval_graph(reset=[True, False])
     np.testing.assert_allclose(second[0], first[0], atol=1e-6)  # reset: from zeros again
     assert not np.allclose(second[1], first[1], atol=1e-4)  # carried: from the saved state
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+def test_stream_state_two_workers_matches_one_device(tmp_path, python_run):
+    workers_dir = str(tmp_path / "workers")
+    result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--timeout", "150",
+                         "--", sys.executable, "-m", "tests.model_fns.stream_state_job",
+                         workers_dir], timeout=180)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    one = _train("default", str(tmp_path / "one"), [(0, STEPS)])
+    checkpoint = tf.train.load_checkpoint(workers_dir)
+    assert checkpoint.get_tensor("global_step") == STEPS
+    for name in ("rnn/basic_lstm_cell/kernel", "stream_state/c", "stream_state/h"):
+        np.testing.assert_allclose(checkpoint.get_tensor(name), one.get_variable_value(name),
+                                   atol=1e-5)

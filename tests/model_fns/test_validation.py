@@ -31,13 +31,16 @@ PARAM_ERRORS = [
      "hidden_units must be a list of positive ints. Received: hidden_units=[8, 0]"),
     ("dense", dict(DENSE, hidden_units="8"),
      "hidden_units must be a list of positive ints. Received: hidden_units='8'"),
-    ("dense", dict(DENSE, num_classes=1), "num_classes must be an int >= 2. Received: num_classes=1"),
+    ("dense", dict(DENSE, num_classes=1),
+     "num_classes must be an int >= 2. Received: num_classes=1"),
     ("dense", dict(DENSE, learning_rate=0),
      "learning_rate must be a positive number. Received: learning_rate=0"),
     ("dense", dict(DENSE, learning_rate="0.1"),
      "learning_rate must be a positive number. Received: learning_rate='0.1'"),
-    ("dense", dict(DENSE, dropout=1.0), "dropout must be a number in [0, 1). Received: dropout=1.0"),
-    ("dense", dict(DENSE, batch_norm="yes"), "batch_norm must be a bool. Received: batch_norm='yes'"),
+    ("dense", dict(DENSE, dropout=1.0),
+     "dropout must be a number in [0, 1). Received: dropout=1.0"),
+    ("dense", dict(DENSE, batch_norm="yes"),
+     "batch_norm must be a bool. Received: batch_norm='yes'"),
     ("dense", dict(DENSE, optimizer="adamw"),
      "optimizer must be one of 'adagrad', 'adam', 'momentum', 'rmsprop', 'sgd'. "
      "Received: optimizer='adamw'"),
@@ -48,7 +51,8 @@ PARAM_ERRORS = [
     ("lstm", dict(LSTM, num_units=0), "num_units must be a positive int. Received: num_units=0"),
     ("lstm", dict(LSTM, num_units=True),
      "num_units must be a positive int. Received: num_units=True"),
-    ("lstm", dict(LSTM, num_units=4.0), "num_units must be a positive int. Received: num_units=4.0"),
+    ("lstm", dict(LSTM, num_units=4.0),
+     "num_units must be a positive int. Received: num_units=4.0"),
     ("lstm", _without(LSTM, "num_classes"),
      "num_classes must be an int >= 2 when task is 'classification'. Received: num_classes=None"),
     ("lstm", dict(LSTM, num_layers=0), "num_layers must be a positive int. Received: num_layers=0"),
@@ -60,7 +64,8 @@ PARAM_ERRORS = [
      "output must be one of 'last', 'sequence'. Received: output='first'"),
     ("lstm", dict(LSTM, num_streams=0),
      "num_streams must be None or a positive int. Received: num_streams=0"),
-    ("lstm", dict(LSTM, dropout=-0.1), "dropout must be a number in [0, 1). Received: dropout=-0.1"),
+    ("lstm", dict(LSTM, dropout=-0.1),
+     "dropout must be a number in [0, 1). Received: dropout=-0.1"),
 ]
 
 
@@ -111,7 +116,8 @@ def test_feature_with_wrong_shape_raises_naming_it(model_fn, params, features, m
     (model_fns.lstm_model_fn, LSTM, LSTM_X),
 ])
 def test_labels_missing_in_train_raises(model_fn, params, features):
-    with pytest.raises(ValueError, match="labels must be given in train mode. Received: labels=None"):
+    message = "labels must be given in train mode. Received: labels=None"
+    with pytest.raises(ValueError, match=message):
         _call(model_fn, features, params, labels=None)
 
 

@@ -13,6 +13,7 @@ import time
 import tensorflow as tf
 
 from estimator_dist import cluster, events, export, hooks, run_record
+from estimator_dist.config import RunSettings
 from estimator_dist.errors import UsageError
 from estimator_dist.estimator import make_estimator, tpu_input_fn
 from estimator_dist.models import MODELS
@@ -65,9 +66,9 @@ def _summary_steps(max_steps):
     return max(1, min(100, max_steps // _SUMMARY_POINTS))
 
 
-def _run_config(settings, model_dir, max_steps):
+def _run_config(settings):
     kwargs = {"tf_random_seed": settings.seed, "log_step_count_steps": 100,
-              "save_summary_steps": _summary_steps(max_steps)}
+              "save_summary_steps": _summary_steps(settings.max_steps)}
     if settings.save_checkpoints_steps:
         kwargs["save_checkpoints_steps"] = settings.save_checkpoints_steps
     if settings.strategy == "tpu":
@@ -75,7 +76,7 @@ def _run_config(settings, model_dir, max_steps):
     if settings.collective_timeout:
         kwargs["collective_timeout"] = settings.collective_timeout
     return make_run_config(settings.strategy, num_replicas=settings.num_replicas,
-                           model_dir=model_dir, **kwargs)
+                           model_dir=settings.model_dir, **kwargs)
 
 
 def _num_replicas(settings, config):
@@ -104,12 +105,12 @@ def _prepare_model_dir(model_dir):
                          f"model_dir={model_dir!r} ({error.strerror})") from None
 
 
-def _input_fns(model, settings, batch_size, on_tpu):
+def _input_fns(model, settings, on_tpu):
     train, evaluation = model.train_data(), model.eval_data()
-    train_fn = from_arrays(train.features, train.labels, batch_size=batch_size,
+    train_fn = from_arrays(train.features, train.labels, batch_size=settings.batch_size,
                            seed=settings.seed)
-    eval_fn = from_arrays(evaluation.features, evaluation.labels, batch_size=batch_size,
-                          shuffle=False, num_epochs=1)
+    eval_fn = from_arrays(evaluation.features, evaluation.labels,
+                          batch_size=settings.batch_size, shuffle=False, num_epochs=1)
     if on_tpu:
         return tpu_input_fn(train_fn), tpu_input_fn(eval_fn)
     return train_fn, eval_fn
@@ -137,12 +138,12 @@ def _checkpoint_step(model_dir):
     return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
-def _announce(stream, settings, model_dir, max_steps, batch_size, replicas):
-    start = _checkpoint_step(model_dir)
+def _announce(stream, settings, replicas):
+    start = _checkpoint_step(settings.model_dir)
     verb = f"Resuming {settings.model} at step {start}" if start else f"Training {settings.model}"
-    print(f"{verb} to step {max_steps}: global batch {batch_size} over {replicas} "
-          f"replica{'s' if replicas > 1 else ''} (strategy {settings.strategy}), "
-          f"model dir {model_dir}", file=stream, flush=True)
+    print(f"{verb} to step {settings.max_steps}: global batch {settings.batch_size} over "
+          f"{replicas} replica{'s' if replicas > 1 else ''} (strategy {settings.strategy}), "
+          f"model dir {settings.model_dir}", file=stream, flush=True)
 
 
 def _eval_stops(start, max_steps, every):
@@ -152,21 +153,48 @@ def _eval_stops(start, max_steps, every):
     return list(range((start // every + 1) * every, max_steps, every)) + [max_steps]
 
 
-def _train(estimator, settings, train_fn, eval_fn, max_steps, progress):
+def _train(estimator, settings, train_fn, eval_fn, progress):
     """Trains and evaluates; returns the last metrics this process saw."""
     if settings.strategy == "multi_worker":
         tf.estimator.train_and_evaluate(
-            estimator, tf.estimator.TrainSpec(train_fn, max_steps=max_steps, hooks=[progress]),
+            estimator,
+            tf.estimator.TrainSpec(train_fn, max_steps=settings.max_steps, hooks=[progress]),
             tf.estimator.EvalSpec(eval_fn, steps=settings.eval_steps,
                                   throttle_secs=_EVAL_THROTTLE_SECONDS, start_delay_secs=0))
         return events.last_values(os.path.join(estimator.model_dir, "eval"))
     metrics = {}
-    for stop in _eval_stops(_checkpoint_step(estimator.model_dir), max_steps,
+    for stop in _eval_stops(_checkpoint_step(estimator.model_dir), settings.max_steps,
                             settings.save_checkpoints_steps):
         estimator.train(train_fn, max_steps=stop, hooks=[progress],
                         saving_listeners=[hooks.FiniteWeightsListener()])
         metrics = _to_python(estimator.evaluate(eval_fn, steps=settings.eval_steps))
     return metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """A run whose settings, params, model dir and replicas all passed their checks."""
+
+    model: object  # A BuiltinModel.
+    settings: RunSettings  # Resolved: model_dir, params, batch_size and max_steps set.
+    config: tf.estimator.RunConfig
+    replicas: int
+
+
+def _plan(settings):
+    """Resolves and checks ``settings``; reads the model dir but writes nothing."""
+    model = MODELS[settings.model]
+    resolved = settings.replace(
+        model_dir=settings.model_dir or default_model_dir(settings.model),
+        params={**model.params, **settings.params},
+        batch_size=settings.batch_size or model.batch_size,
+        max_steps=settings.max_steps or model.max_steps)
+    run_record.check_resume(resolved.model_dir, resolved.to_dict())
+    check_params(model, resolved.params)
+    config = _run_config(resolved)
+    replicas = _num_replicas(resolved, config)
+    _check_batch_size(resolved.batch_size, replicas)
+    return _Plan(model, resolved, config, replicas)
 
 
 def run(settings, *, stream=None):
@@ -176,31 +204,25 @@ def run(settings, *, stream=None):
     """
     start = time.monotonic()
     stream = stream or sys.stdout
-    model = MODELS[settings.model]
-    model_dir = settings.model_dir or default_model_dir(settings.model)
-    params = {**model.params, **settings.params}
-    check_params(model, params)
-    batch_size = settings.batch_size or model.batch_size
-    max_steps = settings.max_steps or model.max_steps
-    config = _run_config(settings, model_dir, max_steps)
-    replicas = _num_replicas(settings, config)
-    _check_batch_size(batch_size, replicas)
-    resolved = settings.replace(model_dir=model_dir, params=params, batch_size=batch_size,
-                                max_steps=max_steps)
-    _prepare_model_dir(model_dir)
-    run_record.check_resume(model_dir, resolved.to_dict())
+    plan = _plan(settings)
+    model, settings = plan.model, plan.settings
+    _prepare_model_dir(settings.model_dir)
     chief = _is_chief(settings)
     if chief:
-        run_record.write(model_dir, run_record.make_record(resolved.to_dict(), _BUILTIN_DATA))
-        _announce(stream, settings, model_dir, max_steps, batch_size, replicas)
-    estimator = make_estimator(model.model_fn, config, params, batch_size=batch_size)
-    train_fn, eval_fn = _input_fns(model, settings, batch_size, settings.strategy == "tpu")
+        run_record.write(settings.model_dir,
+                         run_record.make_record(settings.to_dict(), _BUILTIN_DATA))
+        _announce(stream, settings, plan.replicas)
+    estimator = make_estimator(model.model_fn, plan.config, settings.params,
+                               batch_size=settings.batch_size)
+    train_fn, eval_fn = _input_fns(model, settings, settings.strategy == "tpu")
     progress = hooks.ProgressHook(
-        max_steps, batch_size, mode=hooks.display_mode(stream) if chief else None,
-        stream=stream, summary_dir=model_dir if chief else None,
-        summary_steps=config.save_summary_steps, learning_rate=params.get("learning_rate"))
+        settings.max_steps, settings.batch_size,
+        mode=hooks.display_mode(stream) if chief else None, stream=stream,
+        summary_dir=settings.model_dir if chief else None,
+        summary_steps=plan.config.save_summary_steps,
+        learning_rate=settings.params.get("learning_rate"))
     try:
-        metrics = _train(estimator, settings, train_fn, eval_fn, max_steps, progress)
+        metrics = _train(estimator, settings, train_fn, eval_fn, progress)
     except tf.compat.v1.train.NanLossDuringTrainingError:
         raise _nan_error(progress.step) from None
     finally:
@@ -208,8 +230,8 @@ def run(settings, *, stream=None):
     export_path = None
     if chief and settings.export:
         export_path = export.export_saved_model(
-            estimator, settings.export_dir or os.path.join(model_dir, "export"),
-            model.serving_shapes(params))
-    return Result(model_dir=model_dir, metrics=metrics, export_path=export_path,
+            estimator, settings.export_dir or os.path.join(settings.model_dir, "export"),
+            model.serving_shapes(settings.params))
+    return Result(model_dir=settings.model_dir, metrics=metrics, export_path=export_path,
                   seconds=time.monotonic() - start, throughput=progress.throughput,
-                  max_steps=max_steps)
+                  max_steps=settings.max_steps)

@@ -1,0 +1,161 @@
+"""The error catalogue (docs/errors.md): every user mistake the train CLI can meet gives
+one line on stderr and exit code 2, and leaves an existing model dir as it was.
+
+Each entry: (id, flags, environment, files to create, message regex). In the flags,
+``{recorded}`` is a model dir holding a dense run, ``{fresh}`` a path nothing exists at,
+``{tmp}`` a scratch directory. An entry without ``--model-dir`` gets ``{fresh}``, which
+must still not exist afterwards.
+"""
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_dist import training
+from estimator_dist.config import RunSettings
+from tests.conftest import REPO_ROOT
+from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("keep_tf_logging")
+
+_PREFIX = "python -m estimator_dist.train: error: "
+
+CATALOGUE = [
+    ("unknown-flag", ["--max-stesp", "3"], {}, {},
+     r"unrecognized arguments: --max-stesp 3 \(did you mean '--max-steps'\?\)"),
+    ("bad-flag-choice", ["--model", "cnn"], {}, {},
+     r"argument --model: invalid choice: 'cnn' \(choose from 'dense', 'lstm'\)"),
+    ("bad-flag-number", ["--max-steps", "0"], {}, {},
+     r"argument --max-steps: must be a positive int\. Received: '0'"),
+    ("bad-param-syntax", ["--param", "learning_rate"], {}, {},
+     r"argument --param: must be KEY=VALUE\. Received: 'learning_rate'"),
+    ("unknown-param", ["--param", "learning_rat=0.1"], {}, {},
+     r"params must suit model_fn dense_classifier_model_fn: .*learning_rat"),
+    ("bad-param-value", ["--param", "learning_rate=-1"], {}, {},
+     r"params must suit model_fn dense_classifier_model_fn: learning_rate must be a positive "
+     r"number\. Received: learning_rate=-1"),
+    ("config-missing", ["--config", "{tmp}/nope.yaml"], {}, {},
+     r"config file must be a readable file\. Received: '.*nope\.yaml' \(No such file"),
+    ("config-invalid", ["--config", "{tmp}/bad.yaml"], {}, {"bad.yaml": "max_steps: [1\n"},
+     r"config file must be valid YAML\. Received: '.*bad\.yaml' \("),
+    ("config-unsafe", ["--config", "{tmp}/evil.yaml"], {},
+     {"evil.yaml": "!!python/object/apply:os.system ['true']\n"},
+     r"config file must be valid YAML\. Received: '.*evil\.yaml' \(could not determine"),
+    ("config-not-mapping", ["--config", "{tmp}/list.yaml"], {}, {"list.yaml": "- 1\n- 2\n"},
+     r"config file '.*list\.yaml' must be a mapping of settings\. Received: list"),
+    ("config-unknown-key", ["--config", "{tmp}/c.yaml"], {}, {"c.yaml": "max_step: 5\n"},
+     r"config file '.*c\.yaml' keys must be settings of estimator_dist\.train \(did you mean "
+     r"'max_steps'\?\)\. Received: unknown key 'max_step'"),
+    ("config-bad-value", ["--config", "{tmp}/v.yaml"], {}, {"v.yaml": "max_steps: many\n"},
+     r"max_steps must be a positive int\. Received: max_steps='many'"),
+    ("model-dir-other-model", ["--model", "lstm", "--model-dir", "{recorded}"], {}, {},
+     r"model must match the run recorded in .*run\.json \('dense'\) to resume it; use a new "
+     r"--model-dir for another model\. Received: model='lstm'"),
+    ("model-dir-other-params", ["--param", "hidden_units=[8]", "--model-dir", "{recorded}"],
+     {}, {}, r"params\.hidden_units must match the run recorded in .*\(\[4\]\) to resume it; "
+             r".*Received: params\.hidden_units=\[8\]"),
+    ("model-dir-foreign-checkpoint", ["--model-dir", "{tmp}/foreign"], {},
+     {"foreign/checkpoint": 'model_checkpoint_path: "model.ckpt-9"\n'},
+     r"model_dir must be new or hold a run of estimator_dist\.train \(run\.json\); use a new "
+     r"--model-dir\. Received: model_dir='.*foreign' with a checkpoint and no run\.json"),
+    ("model-dir-corrupt-record", ["--model-dir", "{tmp}/corrupt"], {},
+     {"corrupt/run.json": "{half a record"},
+     r"model_dir must hold a readable run\.json\. Received: '.*corrupt/run\.json'"),
+    ("model-dir-is-a-file", ["--model-dir", "{tmp}/file"], {}, {"file": "not a dir\n"},
+     r"model_dir must be a writable directory\. Received: model_dir='.*file' \(File exists\)"),
+    ("model-dir-unwritable", ["--model-dir", "{tmp}/file/model"], {}, {"file": "not a dir\n"},
+     r"model_dir must be a writable directory\. Received: model_dir='.*file/model' "
+     r"\(Not a directory\)"),
+    ("nan-loss", ["--param", "learning_rate=1e12", "--max-steps", "30"], {}, {},
+     r"loss must stay finite; training stopped at step \d+ and the checkpoints from before "
+     r"it are kept .*Received: loss=nan"),
+    ("batch-not-divisible", ["--strategy", "mirrored", "--num-replicas", "2",
+                             "--batch-size", "5"], {}, {},
+     r"batch_size must be divisible by the 2 replicas .*Received: batch_size=5"),
+    ("replicas-without-strategy", ["--num-replicas", "2"], {}, {},
+     r"num_replicas must be 1 or None for strategy 'default'\. Received: num_replicas=2"),
+    ("no-tpu", ["--strategy", "tpu"], {"TPU_NAME": None}, {},
+     r"strategy 'tpu' found no TPU \(set TPU_NAME or pass tpu=NAME\); .*--tpu-validate"),
+    ("tpu-validate-without-tpu", ["--tpu-validate"], {}, {},
+     r"tpu_validate applies to strategy 'tpu' only\. Received: strategy='default'"),
+    ("tf-config-missing", ["--strategy", "multi_worker"], {"TF_CONFIG": None}, {},
+     r"TF_CONFIG must be set for strategy 'multi_worker'"),
+    ("bad-tf-config", ["--strategy", "multi_worker"], {"TF_CONFIG": "{bad"}, {},
+     r"TF_CONFIG must be valid JSON\. Received: '\{bad'"),
+]
+_IDS = [entry[0] for entry in CATALOGUE]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A model dir holding a recorded dense run (hidden_units [4], 3 steps)."""
+    model_dir = str(tmp_path_factory.mktemp("catalogue") / "recorded")
+    training.run(RunSettings(max_steps=3, params={"hidden_units": [4]}, export=False,
+                             model_dir=model_dir), stream=open(os.devnull, "w"))
+    return model_dir
+
+
+def _prepare(argv, files, tmp_path, recorded_dir):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    fresh = str(tmp_path / "fresh")
+    if "--model-dir" not in argv:
+        argv = argv + ["--model-dir", "{fresh}"]
+    return [a.format(tmp=tmp_path, fresh=fresh, recorded=recorded_dir) for a in argv], fresh
+
+
+def _set_env(monkeypatch, env):
+    for name, value in env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize("entry", CATALOGUE, ids=_IDS)
+def test_mistake_gives_one_line_exit_2_and_leaves_model_dir(entry, recorded, tmp_path, capsys,
+                                                            monkeypatch):
+    _, argv, env, files, message = entry
+    argv, fresh = _prepare(argv, files, tmp_path, recorded)
+    _set_env(monkeypatch, env)
+    before = snapshot(recorded)
+    code, _, err = run_main(argv, capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith(_PREFIX), err
+    assert re.search(message, err), err
+    assert snapshot(recorded) == before
+    if "nan" not in entry[0]:
+        assert not os.path.exists(fresh)
+
+
+def test_nan_loss_keeps_last_finite_checkpoint(model_dir, capsys):
+    run_main(["--param", "learning_rate=1e12", "--max-steps", 1, "--no-export",
+              "--model-dir", model_dir], capsys)
+    code, _, err = run_main(["--max-steps", 30, "--save-checkpoints-steps", 1,
+                             "--model-dir", model_dir], capsys)
+    assert code == 2 and "loss must stay finite" in err
+    latest = tf.train.latest_checkpoint(model_dir)
+    reader = tf.train.load_checkpoint(latest)
+    assert all(np.all(np.isfinite(reader.get_tensor(name)))
+               for name in reader.get_variable_to_shape_map())
+
+
+def test_docs_list_every_entry():
+    with open(os.path.join(REPO_ROOT, "docs", "errors.md"), encoding="utf-8") as file:
+        documented = re.findall(r"^### `([a-z-]+)`", file.read(), flags=re.MULTILINE)
+    assert documented == _IDS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry_id", ["unknown-flag", "config-unknown-key", "no-tpu",
+                                      "nan-loss"])
+def test_cli_process_prints_one_line_and_exits_2(entry_id, python_run, recorded, tmp_path):
+    _, argv, env, files, message = CATALOGUE[_IDS.index(entry_id)]
+    argv, _ = _prepare(argv, files, tmp_path, recorded)
+    env = {k: v for k, v in env.items() if v is not None}
+    done = python_run(["-m", "estimator_dist.train", *argv], timeout=120, env=env)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and re.search(message, done.stderr), done.stderr

@@ -22,6 +22,8 @@ _EXPORTS = {
     "GlobalBatchWarning": "estimator_dist.input_checks",
     "UsageError": "estimator_dist.errors",
     "parse_tf_config": "estimator_dist.cluster",
+    "PeerFailureHook": "estimator_dist.peer_failure",
+    "PeerLostError": "estimator_dist.peer_failure",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

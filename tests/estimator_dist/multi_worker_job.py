@@ -1,0 +1,35 @@
+"""One multi-worker task running a TF1-style model_fn; run as a module with TF_CONFIG set.
+
+    python -m tests.estimator_dist.multi_worker_job MODEL_DIR MAX_STEPS HOW [OPTION ...]
+
+HOW is "train_and_evaluate" or "train". Options: "count" adds a per-replica (ON_READ)
+variable; "no_peer_hook" leaves out PeerFailureHook.
+"""
+import sys
+
+import tensorflow as tf
+
+import estimator_dist
+from tests.estimator_dist import tf1_models
+
+
+def main(model_dir, max_steps, how, options=()):
+    config = estimator_dist.make_run_config("multi_worker", model_dir=model_dir,
+                                            collective_timeout=15, save_checkpoints_steps=50,
+                                            tf_random_seed=1)
+    estimator = tf.estimator.Estimator(tf1_models.regression_model_fn, config=config,
+                                       params={"learning_rate": 0.01, "count_examples": "count" in options})
+    x, y = tf1_models.regression_data()
+    input_fn = tf1_models.context_input_fn(x, y, global_batch_size=16)
+    if how == "train":
+        estimator.train(input_fn, max_steps=max_steps)
+    else:
+        hooks = [] if "no_peer_hook" in options else [estimator_dist.PeerFailureHook()]
+        tf.estimator.train_and_evaluate(
+            estimator, tf.estimator.TrainSpec(input_fn, max_steps=max_steps, hooks=hooks),
+            tf.estimator.EvalSpec(input_fn, steps=2, throttle_secs=1, start_delay_secs=0))
+    print("FINISHED")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:])

@@ -1,0 +1,191 @@
+"""Every strategy path end to end, each in its own process under a time limit."""
+import concurrent.futures
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from estimator_dist.launch import free_ports
+
+pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
+
+_TRAIN = ["-m", "estimator_dist.train"]
+
+
+def _assert_trained(result, model_dir, steps):
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "accuracy" in result.stdout
+    assert os.path.exists(os.path.join(model_dir, f"model.ckpt-{steps}.index"))
+    exports = os.listdir(os.path.join(model_dir, "export"))
+    assert len(exports) == 1
+
+
+@pytest.mark.parametrize("strategy_args", [
+    ["--strategy", "default"],
+    ["--strategy", "mirrored", "--num-replicas", "2"],
+    ["--strategy", "mirrored", "--num-replicas", "4"],
+    ["--strategy", "tpu", "--tpu-validate"],
+], ids=["default", "mirrored-2", "mirrored-4", "tpu-validate"])
+def test_strategy_trains_evaluates_exports(python_run, model_dir, strategy_args):
+    result = python_run(_TRAIN + strategy_args + ["--max-steps", "60", "--model-dir", model_dir],
+                        timeout=240)
+    _assert_trained(result, model_dir, 60)
+
+
+def test_mirrored_lstm_trains_on_four_replicas(python_run, model_dir):
+    result = python_run(_TRAIN + ["--model", "lstm", "--strategy", "mirrored", "--num-replicas",
+                                  "4", "--max-steps", "20", "--model-dir", model_dir], timeout=240)
+    _assert_trained(result, model_dir, 20)
+
+
+def test_multi_worker_two_workers_and_evaluator(python_run, model_dir):
+    result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--evaluator",
+                         "--timeout", "300", "--", sys.executable] + _TRAIN +
+                        ["--strategy", "multi_worker", "--max-steps", "60",
+                         "--model-dir", model_dir, "--collective-timeout", "60"], timeout=360)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert os.path.exists(os.path.join(model_dir, "model.ckpt-60.index"))
+    assert os.listdir(os.path.join(model_dir, "eval")), "the evaluator wrote no eval events"
+    assert len(os.listdir(os.path.join(model_dir, "export"))) == 1  # Only the chief exports.
+
+
+def test_runtime_started_with_fewer_devices_error_says_what_to_do(python_run):
+    code = ("import tensorflow as tf; tf.constant(1.0) + 1.0\n"
+            "import estimator_dist\n"
+            "try:\n"
+            "    estimator_dist.make_run_config('mirrored', num_replicas=2)\n"
+            "except RuntimeError as error:\n"
+            "    print('ERROR', error)\n")
+    result = python_run(["-c", code], timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert ("ERROR mirrored needs 2 logical CPU devices, but the TensorFlow runtime already "
+            "started with 1") in result.stdout
+    assert "before any TensorFlow op runs" in result.stdout
+
+
+def _worker_env(ports, index):
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    return dict(os.environ, TF_CONFIG=json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+
+
+def _job(model_dir, max_steps, how, *extra):
+    return [sys.executable, "-m", "tests.estimator_dist.multi_worker_job", model_dir,
+            str(max_steps), how, *extra]
+
+
+def _run_workers(commands, ports, timeout):
+    """Runs one command per worker; returns (stdout, stderr, exit code) of each."""
+    workers = [subprocess.Popen(command, env=_worker_env(ports, i), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+               for i, command in enumerate(commands)]
+    # Both pipes are drained concurrently so that no worker blocks on a full pipe.
+    with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
+        futures = [pool.submit(worker.communicate, timeout=timeout) for worker in workers]
+        try:
+            outputs = [future.result() for future in futures]
+        finally:
+            for worker in workers:
+                worker.kill()
+    return [output + (worker.returncode,) for output, worker in zip(outputs, workers)]
+
+
+def test_multi_worker_train_and_evaluate_two_workers(model_dir):
+    results = _run_workers([_job(model_dir, 100, "train_and_evaluate")] * 2, free_ports(2), 240)
+    for stdout, stderr, code in results:
+        assert code == 0, stderr[-2000:]
+        assert "FINISHED" in stdout
+    assert os.path.exists(os.path.join(model_dir, "model.ckpt-100.index"))
+
+
+def test_multi_worker_per_replica_variable_save_times_out(model_dir):
+    """An ON_READ (SUM) variable is summed across workers when the chief saves it; the
+    other workers never join that collective, so the save waits for the timeout."""
+    results = _run_workers([_job(model_dir, 100, "train_and_evaluate", "count")] * 2,
+                           free_ports(2), 240)
+    _, chief_stderr, chief_code = results[0]
+    assert chief_code != 0
+    assert "Collective has timed out" in chief_stderr
+    assert "save/CollectiveReduceV2" in chief_stderr
+
+
+def _kill_peer_after_step_50(model_dir, tmp_path, *options):
+    """Starts two workers, kills worker 1 at step 50; returns (worker 0, its log path)."""
+    ports = free_ports(2)
+    paths = [tmp_path / f"worker{i}.log" for i in range(2)]
+    workers = []
+    for i, path in enumerate(paths):
+        with open(path, "w") as log:
+            workers.append(subprocess.Popen(
+                _job(model_dir, 10**7, "train_and_evaluate", *options),
+                env=_worker_env(ports, i), stdout=log, stderr=log))
+    deadline = time.monotonic() + 180
+    try:
+        while not os.path.exists(os.path.join(model_dir, "model.ckpt-50.index")):
+            assert time.monotonic() < deadline, "training never reached step 50"
+            assert all(w.poll() is None for w in workers), "a worker ended before step 50"
+            time.sleep(0.5)
+    finally:
+        workers[1].kill()
+    return workers[0], paths[0]
+
+
+def test_multi_worker_dead_peer_fails_instead_of_hanging(model_dir, tmp_path):
+    survivor, log = _kill_peer_after_step_50(model_dir, tmp_path)
+    try:
+        code = survivor.wait(timeout=150)
+    finally:
+        survivor.kill()
+    assert code != 0
+    text = log.read_text()
+    assert ("PeerLostError: multi-worker training lost a peer" in text
+            or "Collective has timed out" in text), text[-2000:]
+
+
+def test_multi_worker_dead_peer_without_hook_retries_forever(model_dir, tmp_path):
+    """The fact behind PeerFailureHook: the monitored session keeps re-creating itself."""
+    survivor, log = _kill_peer_after_step_50(model_dir, tmp_path, "no_peer_hook")
+    try:
+        time.sleep(30)
+        still_running = survivor.poll() is None
+    finally:
+        survivor.kill()
+    assert still_running
+    assert log.read_text().count("Collective ops is aborted by") >= 3
+
+
+def test_multi_worker_estimator_train_alone_refused(python_run, model_dir):
+    """The fact behind train_and_evaluate: with TF_CONFIG set, train() is refused."""
+    env = {"TF_CONFIG": _worker_env(free_ports(1), 0)["TF_CONFIG"]}
+    result = python_run(_job(model_dir, 5, "train")[1:], timeout=120, env=env)
+    assert result.returncode != 0
+    assert "Only `STANDALONE_CLIENT` mode is supported when you call `estimator.train`" in (
+        result.stderr)
+
+
+def test_default_cross_device_ops_deadlock_on_cpu_replicas(python_run, tmp_path):
+    """The fact behind ReductionToOneDevice: TF's default all-reduce hangs here."""
+    code = f"""
+import tensorflow as tf
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+from tests.estimator_dist import tf1_models
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+config = tf.estimator.RunConfig(model_dir={str(tmp_path)!r}, train_distribute=strategy,
+    session_config=tf.compat.v1.ConfigProto(device_count={{"CPU": 2}},
+                                            inter_op_parallelism_threads=2))
+x, y = tf1_models.regression_data()
+estimator = tf.estimator.Estimator(tf1_models.regression_model_fn, config=config,
+                                   params={{"learning_rate": 0.1}})
+estimator.train(tf1_models.context_input_fn(x, y, 16), max_steps=3)
+print("FINISHED")
+"""
+    try:
+        result = python_run(["-c", code], timeout=60)
+    except subprocess.TimeoutExpired:
+        return  # Hung as documented.
+    assert "FINISHED" not in result.stdout, "default cross-device ops no longer deadlock here"

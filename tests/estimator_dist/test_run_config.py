@@ -1,0 +1,129 @@
+"""make_run_config: the strategy table, session wiring and argument checks."""
+import json
+
+import pytest
+import tensorflow as tf
+
+import estimator_dist
+from estimator_dist import run_config
+
+
+def test_strategy_unknown_lists_valid_names():
+    with pytest.raises(ValueError, match=r"'default', 'mirrored', 'multi_worker', 'tpu'.*"
+                                         r"Received: strategy='mirorred'"):
+        estimator_dist.make_run_config("mirorred")
+
+
+def test_strategy_default_has_no_distribution(model_dir):
+    config = estimator_dist.make_run_config(model_dir=model_dir)
+    assert isinstance(config, tf.estimator.RunConfig)
+    assert config.train_distribute is None and config.eval_distribute is None
+    assert config.model_dir == model_dir
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_strategy_mirrored_replicas_in_sync(replicas):
+    config = estimator_dist.make_run_config("mirrored", num_replicas=replicas)
+    assert config.train_distribute.num_replicas_in_sync == replicas
+    assert config.eval_distribute is config.train_distribute
+    assert config.session_config.device_count["CPU"] >= replicas
+
+
+def test_strategy_mirrored_reduces_through_one_device_on_cpu():
+    strategy = estimator_dist.make_run_config("mirrored", num_replicas=2).train_distribute
+    assert isinstance(strategy.extended._cross_device_ops, tf.distribute.ReductionToOneDevice)
+
+
+def test_run_config_kwargs_pass_through():
+    config = estimator_dist.make_run_config("mirrored", num_replicas=2, tf_random_seed=3,
+                                            save_checkpoints_steps=7, keep_checkpoint_max=2)
+    assert (config.tf_random_seed, config.save_checkpoints_steps,
+            config.keep_checkpoint_max) == (3, 7, 2)
+
+
+def test_session_config_user_fields_kept_and_devices_added():
+    user = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=3)
+    config = estimator_dist.make_run_config("mirrored", num_replicas=4, session_config=user)
+    assert config.session_config.inter_op_parallelism_threads == 3
+    assert config.session_config.device_count["CPU"] >= 4
+    assert "CPU" not in user.device_count  # The caller's proto is not changed.
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "2", True])
+def test_num_replicas_not_positive_int_rejected(value):
+    with pytest.raises(ValueError, match=r"num_replicas must be a positive int\. Received"):
+        estimator_dist.make_run_config("mirrored", num_replicas=value)
+
+
+@pytest.mark.parametrize("strategy", ["default", "multi_worker"])
+def test_num_replicas_above_one_rejected_without_replicas(strategy):
+    with pytest.raises(ValueError, match=f"num_replicas must be 1 or None for strategy '{strategy}'"):
+        estimator_dist.make_run_config(strategy, num_replicas=2)
+
+
+def test_train_distribute_kwarg_rejected():
+    with pytest.raises(ValueError, match=r"train_distribute is set by make_run_config"):
+        estimator_dist.make_run_config(
+            train_distribute=tf.distribute.OneDeviceStrategy("/cpu:0"))
+
+
+def test_collective_timeout_outside_multi_worker_rejected():
+    with pytest.raises(ValueError, match=r"collective_timeout applies to strategy 'multi_worker'"):
+        estimator_dist.make_run_config("mirrored", collective_timeout=10)
+
+
+def test_tpu_arguments_outside_tpu_rejected():
+    with pytest.raises(ValueError, match=r"tpu and use_tpu apply to strategy 'tpu' only"):
+        estimator_dist.make_run_config("mirrored", use_tpu=False)
+
+
+@pytest.mark.parametrize("text, fault", [
+    (None, "TF_CONFIG must be set"),
+    ("{", "TF_CONFIG must be valid JSON"),
+    (json.dumps({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}),
+     r"TF_CONFIG task index must be in \[0, 1\)"),
+])
+def test_multi_worker_bad_tf_config_names_tf_config(monkeypatch, text, fault):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    if text is not None:
+        monkeypatch.setenv("TF_CONFIG", text)
+    with pytest.raises(ValueError, match=fault):
+        estimator_dist.make_run_config("multi_worker")
+
+
+def test_tpu_without_tpu_raises_one_sentence(monkeypatch):
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    with pytest.raises(ValueError, match=r"strategy 'tpu' found no TPU .*use_tpu=False") as info:
+        estimator_dist.make_run_config("tpu")
+    assert "\n" not in str(info.value)
+
+
+def test_tpu_validation_mode_builds_tpu_estimator(model_dir):
+    config = estimator_dist.make_run_config("tpu", use_tpu=False, model_dir=model_dir)
+    assert isinstance(config, run_config.TPURunConfig) and not config.use_tpu
+    estimator = estimator_dist.make_estimator(lambda features, labels, mode, params: None,
+                                              config, batch_size=8)
+    assert isinstance(estimator, tf.compat.v1.estimator.tpu.TPUEstimator)
+
+
+def test_tpu_validation_mode_rejects_shards():
+    with pytest.raises(ValueError, match=r"num_replicas must be 1 or None when validating on CPU"):
+        estimator_dist.make_run_config("tpu", use_tpu=False, num_replicas=8)
+
+
+def test_make_estimator_plain_estimator_for_other_strategies(model_dir):
+    config = estimator_dist.make_run_config("mirrored", num_replicas=2, model_dir=model_dir)
+    estimator = estimator_dist.make_estimator(lambda features, labels, mode: None, config)
+    assert type(estimator) is tf.estimator.Estimator
+
+
+def test_make_estimator_tpu_needs_batch_size(model_dir):
+    config = estimator_dist.make_run_config("tpu", use_tpu=False, model_dir=model_dir)
+    with pytest.raises(ValueError, match=r"batch_size must be given for a TPUEstimator"):
+        estimator_dist.make_estimator(lambda features, labels, mode, params: None, config)
+
+
+def test_session_config_keeps_devices_count_not_lowered():
+    base = tf.compat.v1.ConfigProto(device_count={"CPU": 8})
+    assert run_config.session_config(2, base).device_count["CPU"] == 8
+    assert run_config.session_config(2).device_count["CPU"] == 2

@@ -112,7 +112,8 @@ def lstm_model_fn(features, labels, mode, params):
     if params["output"] == "last":
         outputs = _last_output(outputs, sequence_length)
     elif sequence_length is not None:
-        weights = tf.sequence_mask(sequence_length, tf.shape(x)[1], dtype=tf.float32)
+        time = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
+        weights = tf.sequence_mask(sequence_length, time, dtype=tf.float32)
     logits = v1.layers.dense(outputs, width, name="logits")
     return _heads.make_spec(
         mode, head=head, logits=logits, labels=labels, params=params, weights=weights,

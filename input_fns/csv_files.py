@@ -1,14 +1,29 @@
 """``from_csv``: an input_fn over CSV files with named, typed columns."""
+import re
+
 import tensorflow as tf
 
 from input_fns import _files, _pipeline, _records
 
 _DTYPES = {tf.float32: "0", tf.float64: "0", tf.int32: "0", tf.int64: "0", tf.string: ""}
 _NUMBER = {
-    "float": r"(?i)\s*[-+]?((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|inf|infinity|nan)\s*",
+    "float": r"\s*[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|(?i:inf|infinity|nan))\s*",
     "int": r"\s*[-+]?\d+\s*",
 }
 _QUOTED = r'"(?:[^"]|"")*"'
+
+
+def _kind(dtype):
+    if dtype == tf.string:
+        return "string"
+    return "float" if dtype.is_floating else "int"
+
+
+def _line_pattern(dtypes, delim):
+    """A regex that a line matches exactly when ``decode_csv`` can decode it."""
+    delim = re.escape(delim)
+    string = rf'(?:{_QUOTED}|[^"{delim}]*)'
+    return delim.join(string if _kind(d) == "string" else _NUMBER[_kind(d)] for d in dtypes)
 
 
 def _read_header(path, delim):
@@ -17,7 +32,7 @@ def _read_header(path, delim):
     return [name.strip().strip('"') for name in line.split(delim)] if line else []
 
 
-def _column_names(paths, column_names, header, delim):
+def header_columns(paths, column_names, header, delim):
     """The columns, checked against every file's header line when ``header``."""
     if not header:
         if not column_names:
@@ -62,6 +77,7 @@ class _CSVSource(_records.Source):
         self.delim = delim
         self.defaults = [tf.constant([], dtype) for dtype in dtypes]  # empty: required field
         self.sentinel = delim.join(_DTYPES[dtype] for dtype in dtypes).encode()
+        self.pattern = _line_pattern(dtypes, delim)
 
     def raw_records(self, path):
         return tf.data.TextLineDataset(path).skip(int(self.header))
@@ -78,35 +94,34 @@ class _CSVSource(_records.Source):
         return self._decode(record)
 
     def decode_batch(self, records, names):
-        ok, reason = self._validate(records)
-        first = tf.argmin(tf.cast(ok, tf.int32))
-        check = _records.fail_unless(tf.reduce_all(ok), lambda: _records.message(
-            "bad CSV record at ", names[first], ": ", reason[first], ". Received: ",
-            records[first]))
-        with tf.control_dependencies([check]):
+        ok = tf.strings.regex_full_match(records, self.pattern)
+
+        def explain():
+            first = tf.argmin(tf.cast(ok, tf.int32))
+            return _records.message("bad CSV record at ", names[first], ": ",
+                                    self._reason(records[first]), ". Received: ", records[first])
+
+        with tf.control_dependencies([_records.fail_unless(tf.reduce_all(ok), explain)]):
             return self._decode(tf.identity(records))
 
-    def _validate(self, records):
-        """Per record: whether it decodes, and if not, why (without raising)."""
-        fields = tf.strings.split(tf.strings.regex_replace(records, _QUOTED, "q"), self.delim)
-        counts = fields.row_lengths()
-        dense = fields.to_tensor(default_value="", shape=[None, len(self.names)])
-        bad = tf.zeros_like(dense, dtype=tf.bool)
+    def _reason(self, record):
+        """Why ``record`` (a line that does not match ``pattern``) cannot be decoded."""
+        fields = tf.strings.split(tf.strings.regex_replace(record, _QUOTED, "q"), self.delim)
+        count = tf.size(fields)
+        padded = tf.concat([fields, tf.fill([len(self.names)], "")], 0)[:len(self.names)]
+        bad = tf.zeros([len(self.names)], tf.bool)
         for kind, pattern in _NUMBER.items():
-            mask = [d != tf.string and d.is_floating == (kind == "float") for d in self.dtypes]
+            mask = [_kind(d) == kind for d in self.dtypes]
             if any(mask):
-                bad |= tf.constant(mask) & ~tf.strings.regex_full_match(dense, pattern)
-        count_ok = tf.equal(counts, len(self.names))
-        column = tf.gather(tf.constant(self.names), tf.argmax(tf.cast(bad, tf.int32), axis=1))
-        kinds = tf.gather(tf.constant([d.name for d in self.dtypes]),
-                          tf.argmax(tf.cast(bad, tf.int32), axis=1))
-        reason = tf.where(
-            count_ok,
-            tf.strings.join(["column ", column, " is not a valid ", kinds]),
+                bad |= tf.constant(mask) & ~tf.strings.regex_full_match(padded, pattern)
+        column = tf.argmax(tf.cast(bad, tf.int32))
+        field = tf.strings.join(["column ", tf.gather(self.names, column), " is not a valid ",
+                                 tf.gather([d.name for d in self.dtypes], column)])
+        return tf.where(
+            tf.equal(count, len(self.names)),
+            tf.where(tf.reduce_any(bad), field, "its quoting is malformed"),
             tf.strings.join([f"expected {len(self.names)} fields, found ",
-                             tf.strings.as_string(counts)]))
-        return count_ok & ~tf.reduce_any(bad, axis=1), reason
-
+                             tf.strings.as_string(count)]))
 
 def from_csv(file_pattern, *, column_names=None, column_dtypes=None, label_column=None,
              header=True, field_delim=",", batch_size, shuffle=True, num_epochs=None, seed=None,
@@ -138,7 +153,7 @@ def from_csv(file_pattern, *, column_names=None, column_dtypes=None, label_colum
     _pipeline.check_batching(batch_size, num_epochs)
     _pipeline.check_on_error(on_error)
     paths = _files.expand(file_pattern)
-    names = _column_names(paths, column_names, header, field_delim)
+    names = header_columns(paths, column_names, header, field_delim)
     dtypes = _check_dtypes(names, column_dtypes, label_column)
     source = _CSVSource(paths, names, dtypes, header, field_delim)
     split = _records.split_label(label_column)

@@ -1,9 +1,10 @@
 """``from_files``: CSV or TFRecord files as a dense feature ``x`` plus an integer label."""
 import os
 
+import numpy as np
 import tensorflow as tf
 
-from input_fns import _files
+from input_fns import _files, csv_files
 from input_fns.csv_files import from_csv
 from input_fns.tfrecords import from_tfrecord
 
@@ -20,11 +21,39 @@ def _infer_format(paths):
     return formats.pop()
 
 
+def _check_x_shape(x_shape):
+    shape = [int(d) for d in x_shape]
+    if any(d == 0 or d < -1 for d in shape) or shape.count(-1) > 1:
+        raise ValueError("x_shape must be positive sizes with at most one -1 (inferred). "
+                         f"Received: x_shape={list(x_shape)!r}")
+    return shape
+
+
+def _inferred(x_shape, size, where):
+    """``x_shape`` with its -1 replaced so that it holds ``size`` values."""
+    known = int(np.prod([d for d in x_shape if d != -1]))
+    if size % known or (-1 not in x_shape and size != known):
+        raise ValueError(f"x_shape must hold the {size} values of x in {where}. "
+                         f"Received: x_shape={x_shape}")
+    return [size // known if d == -1 else d for d in x_shape]
+
+
+def _first_record_size(path, label):
+    """How many values feature ``x`` has in the first record of a TFRecord file."""
+    for record in tf.data.TFRecordDataset(path).take(1).as_numpy_iterator():
+        feature = tf.train.Example.FromString(record).features.feature
+        if "x" not in feature:
+            raise ValueError(f"TFRecord files must have features x and {label!r}. Received: "
+                             f"features {sorted(feature)} in the first record of {path}")
+        return len(feature["x"].float_list.value)
+    raise ValueError(f"TFRecord file must hold records. Received: empty file {path}")
+
+
 def _reshaped(input_fn, x_shape):
     def reshaped_input_fn(input_context=None):
         def reshape(features, labels):
             x = features["x"]
-            return {"x": tf.reshape(x, tf.concat([tf.shape(x)[:1], x_shape], 0))}, labels
+            return {"x": tf.reshape(x, [-1] + x_shape)}, labels
 
         dataset = input_fn(input_context)
         return dataset.map(reshape, num_parallel_calls=tf.data.AUTOTUNE)
@@ -47,21 +76,26 @@ def from_files(file_pattern, file_format=None, *, x_shape, label="label", batch_
     Args:
       file_pattern: a path, a glob, or a list of them.
       file_format: "csv" or "tfrecord"; None infers it from the file extensions.
-      x_shape: the shape of one example's ``x``, e.g. [16] or [24, 1].
+      x_shape: the shape of one example's ``x``, e.g. [16] or [24, 1]; one size may be
+        -1, inferred from the number of CSV columns or from the first TFRecord record.
       label: the label column or feature.
       batch_size, shuffle, num_epochs, seed, drop_remainder, on_error: as in
         ``from_tfrecord``.
     """
     paths = _files.expand(file_pattern)
     file_format = file_format or _infer_format(paths)
-    x_shape = [int(d) for d in x_shape]
+    x_shape = _check_x_shape(x_shape)
     options = dict(batch_size=batch_size, shuffle=shuffle, num_epochs=num_epochs, seed=seed,
                    drop_remainder=drop_remainder, on_error=on_error)
     if file_format == "csv":
+        columns = csv_files.header_columns(paths, None, True, ",")
+        x_shape = _inferred(x_shape, len(columns) - (label in columns), paths[0])
         input_fn = from_csv(paths, label_column=label, column_dtypes={label: tf.int64},
                             pack_features="x", **options)
         return _reshaped(input_fn, x_shape)
     if file_format == "tfrecord":
+        if -1 in x_shape:
+            x_shape = _inferred(x_shape, _first_record_size(paths[0], label), paths[0])
         spec = {"x": tf.io.FixedLenFeature(x_shape, tf.float32),
                 label: tf.io.FixedLenFeature([], tf.int64)}
         return from_tfrecord(paths, spec, label_key=label, **options)

@@ -105,3 +105,13 @@ def test_from_csv_empty_shard_raises_instead_of_ending(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"input pipeline 1 of 2 received no records"):
         labels_seen(_input_fn(paths, batch_size=2), context(2, 1))
+
+
+def test_from_csv_quoted_string_with_delimiter_is_one_field(tmp_path):
+    path = tmp_path / "quoted.csv"
+    path.write_text('name,a,label\n"x, ""y""",1.5,7\nplain,2.5,8\n')
+    input_fn = _input_fn(str(path), column_dtypes={"name": tf.string, "label": tf.int64},
+                         shuffle=False)
+    features, labels = next(iter(input_fn()))
+    assert features["name"].numpy().tolist() == [b'x, "y"', b"plain"]
+    assert labels.numpy().tolist() == [7, 8]

@@ -44,3 +44,21 @@ def test_from_files_unknown_extension_raises(tmp_path):
     path.write_text("")
     with pytest.raises(ValueError, match=r"file_format must be given \(csv, tfrecord\)"):
         input_fns.from_files([str(path)], x_shape=[1], batch_size=1)
+
+
+@pytest.mark.parametrize("file_format", ["csv", "tfrecord"])
+def test_from_files_infers_minus_one_in_x_shape(tmp_path, file_format):
+    x, y = _data()
+    if file_format == "csv":
+        paths = [_csv(tmp_path, x, y)]
+    else:
+        paths = input_fns.write_tfrecords({"x": x}, tmp_path / "train", num_shards=1, labels=y)
+    input_fn = input_fns.from_files(paths, x_shape=[-1, 1], batch_size=2, drop_remainder=False)
+    assert input_fn().element_spec[0]["x"].shape.as_list() == [None, 4, 1]
+
+
+def test_from_files_x_shape_not_matching_columns_raises(tmp_path):
+    x, y = _data()
+    with pytest.raises(ValueError, match=r"x_shape must hold the 4 values of x in .*train.csv. "
+                                         r"Received: x_shape=\[3\]"):
+        input_fns.from_files([_csv(tmp_path, x, y)], x_shape=[3], batch_size=2)

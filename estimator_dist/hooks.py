@@ -17,8 +17,7 @@ import tqdm
 v1 = tf.compat.v1
 
 _PLAIN_LINES = 10  # Plain mode prints about this many lines over a run.
-_BAR_FORMAT = ("step {n_fmt}/{total_fmt} |{bar}| {percentage:3.0f}% "
-               "[{elapsed}<{remaining}{postfix}]")
+_BAR_FORMAT = "step {n_fmt}/{total_fmt} |{bar}| {percentage:3.0f}% ETA {remaining}{postfix}"
 
 
 def display_mode(stream, environ=None):

@@ -71,7 +71,7 @@ def _add_model_flags(parser, defaults):
 
 def _add_data_flags(parser):
     group = parser.add_argument_group("data")
-    group.add_argument("--batch-size", type=_positive_int, default=argparse.SUPPRESS,
+    group.add_argument("--batch-size", type=_positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="global batch size, split evenly across replicas "
                             "(default: the model's own: dense 128, lstm 64)")
 
@@ -80,32 +80,33 @@ def _add_distribution_flags(parser, defaults):
     group = parser.add_argument_group("distribution")
     group.add_argument("--strategy", choices=config_lib.STRATEGIES, default=argparse.SUPPRESS,
                        help=f"distribution strategy (default: {defaults.strategy})")
-    group.add_argument("--num-replicas", type=_positive_int, default=argparse.SUPPRESS,
+    group.add_argument("--num-replicas", type=_positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="replicas for mirrored (default: every GPU, else 2 CPU devices)")
-    group.add_argument("--tpu-name", default=argparse.SUPPRESS,
+    group.add_argument("--tpu-name", metavar="NAME", default=argparse.SUPPRESS,
                        help="TPU name or address for --strategy tpu (default: $TPU_NAME)")
     group.add_argument("--tpu-validate", action="store_true", default=argparse.SUPPRESS,
                        help="with --strategy tpu: run the TPUEstimator path on CPU")
-    group.add_argument("--collective-timeout", type=_positive_int, default=argparse.SUPPRESS,
+    group.add_argument("--collective-timeout", type=_positive_int, metavar="SECONDS",
+                       default=argparse.SUPPRESS,
                        help="seconds a multi_worker collective waits for a peer (default: 300)")
 
 
 def _add_run_flags(parser, defaults):
     group = parser.add_argument_group("run")
-    group.add_argument("--max-steps", type=_positive_int, default=argparse.SUPPRESS,
+    group.add_argument("--max-steps", type=_positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="global step to train to (default: the model's own: dense 1000, "
                             "lstm 600; on resume: the recorded run's)")
-    group.add_argument("--model-dir", default=argparse.SUPPRESS,
+    group.add_argument("--model-dir", metavar="DIR", default=argparse.SUPPRESS,
                        help="checkpoints, events, run.json and export; an existing one is "
                             "resumed (default: a new ./runs/MODEL-TIME)")
-    group.add_argument("--save-checkpoints-steps", type=_positive_int,
+    group.add_argument("--save-checkpoints-steps", type=_positive_int, metavar="N",
                        default=argparse.SUPPRESS,
-                       help="steps between checkpoints (default: every 10 minutes and at "
-                            "the end)")
-    group.add_argument("--seed", type=_non_negative_int, default=argparse.SUPPRESS,
+                       help="steps between checkpoints, each one evaluated (default: a "
+                            "checkpoint every 10 minutes, one evaluation at the end)")
+    group.add_argument("--seed", type=_non_negative_int, metavar="N", default=argparse.SUPPRESS,
                        help=f"random seed for data order and initializers "
                             f"(default: {defaults.seed})")
-    group.add_argument("--eval-steps", type=_positive_int, default=argparse.SUPPRESS,
+    group.add_argument("--eval-steps", type=_positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="eval batches (default: the whole eval set)")
     group.add_argument("--config", metavar="FILE",
                        help="JSON or YAML file of settings (keys as the flags, with _); "
@@ -118,7 +119,7 @@ def _add_run_flags(parser, defaults):
 
 def _add_export_flags(parser):
     group = parser.add_argument_group("export")
-    group.add_argument("--export-dir", default=argparse.SUPPRESS,
+    group.add_argument("--export-dir", metavar="DIR", default=argparse.SUPPRESS,
                        help="where the SavedModel goes (default: MODEL_DIR/export)")
     group.add_argument("--no-export", dest="export", action="store_false",
                        default=argparse.SUPPRESS, help="skip the SavedModel export")
@@ -170,7 +171,7 @@ def _print_summary(result):
         print(f"training   {done.steps} steps in {done.seconds:.1f} s: "
               f"{done.examples_per_second:,.0f} examples/s, "
               f"{done.steps / done.seconds:.1f} steps/s")
-    else:
+    elif result.task_type != "evaluator":
         print(f"training   none: the model dir is already at max_steps {result.max_steps} "
               "(raise --max-steps to train further)")
     if result.export_path:
@@ -205,7 +206,8 @@ def main(argv=None):
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted; the checkpoints saved so far are kept",
+        print(f"{parser.prog}: interrupted; the checkpoints saved so far are kept (run again "
+              "with the same --model-dir to resume)",
               file=sys.stderr)
         return 130
     except BrokenPipeError:

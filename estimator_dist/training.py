@@ -35,6 +35,7 @@ class Result:
     seconds: float  # Wall time of the whole run.
     throughput: hooks.Throughput  # None when training had no step left to run.
     max_steps: int
+    task_type: str = None  # The TF_CONFIG task type under multi_worker, else None.
 
 
 def default_model_dir(model, now=None):
@@ -122,6 +123,12 @@ def _is_chief(settings):
     return cluster.tf_config_from_env().is_chief
 
 
+def _task_type(settings):
+    if settings.strategy != "multi_worker":
+        return None
+    return cluster.tf_config_from_env().task_type
+
+
 def _to_python(metrics):
     return {k: v.item() if hasattr(v, "item") else v for k, v in metrics.items()}
 
@@ -190,8 +197,9 @@ def _plan(settings):
         batch_size=settings.batch_size or model.batch_size,
         max_steps=settings.max_steps or model.max_steps)
     run_record.check_resume(resolved.model_dir, resolved.to_dict())
-    check_params(model, resolved.params)
+    # The RunConfig sets up the CPU replicas, which must come before any TF op runs.
     config = _run_config(resolved)
+    check_params(model, resolved.params)
     replicas = _num_replicas(resolved, config)
     _check_batch_size(resolved.batch_size, replicas)
     return _Plan(model, resolved, config, replicas)
@@ -234,4 +242,4 @@ def run(settings, *, stream=None):
             model.serving_shapes(settings.params))
     return Result(model_dir=settings.model_dir, metrics=metrics, export_path=export_path,
                   seconds=time.monotonic() - start, throughput=progress.throughput,
-                  max_steps=settings.max_steps)
+                  max_steps=settings.max_steps, task_type=_task_type(settings))

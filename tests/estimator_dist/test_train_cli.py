@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from estimator_dist import events, run_record, train
+from estimator_dist import events, run_record, train, training
+from estimator_dist.models import MODELS
 from tests.estimator_dist.train_support import keep_tf_logging, run_main  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")
@@ -19,8 +20,11 @@ def test_help_groups_flags_and_shows_defaults():
                                                       "export")]
     assert groups == sorted(groups)
     text = " ".join(text.split())
+    dense, lstm = MODELS["dense"], MODELS["lstm"]
     for default in ("(default: dense)", "(default: default)", "(default: 42)",
-                    "(default: MODEL_DIR/export)", "dense 128, lstm 64"):
+                    "(default: MODEL_DIR/export)",
+                    f"dense {dense.batch_size}, lstm {lstm.batch_size}",
+                    f"dense {dense.max_steps}, lstm {lstm.max_steps}"):
         assert default in text
 
 
@@ -126,12 +130,13 @@ def test_examples_per_second_written_for_tensorboard(model_dir, capsys):
 
 
 @pytest.mark.slow
-def test_cli_is_quiet_by_default(python_run, model_dir):
-    done = python_run(["-m", "estimator_dist.train", "--max-steps", "5", "--no-export",
-                       "--model-dir", model_dir], timeout=120)
+def test_cli_is_quiet_by_default_in_a_fresh_mirrored_process(python_run, model_dir):
+    done = python_run(["-m", "estimator_dist.train", "--max-steps", "6", "--no-export",
+                       "--strategy", "mirrored", "--model-dir", model_dir], timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
-    assert "training   5 steps in " in done.stdout
+    assert "over 2 replicas (strategy mirrored)" in done.stdout
+    assert "training   6 steps in " in done.stdout
 
 
 @pytest.mark.slow
@@ -140,3 +145,12 @@ def test_cli_verbose_restores_tensorflow_logs(python_run, model_dir):
                        "--verbose", "--model-dir", model_dir], timeout=120)
     assert done.returncode == 0, done.stderr
     assert "INFO:tensorflow:" in done.stderr
+
+
+def test_summary_of_evaluator_task_has_no_training_line(capsys):
+    result = training.Result(model_dir="runs/a", metrics={"accuracy": 0.5, "global_step": 40},
+                             export_path=None, seconds=3.0, throughput=None, max_steps=40,
+                             task_type="evaluator")
+    train._print_summary(result)
+    assert capsys.readouterr().out.splitlines() == [
+        "metrics    accuracy 0.5000  (step 40)", "model dir  runs/a", "wall time  3.0 s"]

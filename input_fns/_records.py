@@ -95,7 +95,7 @@ def _indexed_chunks(source, file_index, path, size, on_error):
         index, offset = state
         is_end, records = element
         complete = tf.logical_or(tf.logical_not(is_end),
-                                 tf.logical_or(size == _NO_SIZE, offset == size))
+                                 tf.logical_or(tf.equal(size, _NO_SIZE), tf.equal(offset, size)))
         if on_error == "raise":
             check = fail_unless(complete, lambda: message(
                 "corrupt or truncated TFRecord file ", path, " at record ", index,
@@ -144,7 +144,7 @@ def _file_reader(source, pipelines, on_error):
     shards, shard_id = pipelines
 
     def own(is_end, file_index, index, record):
-        keep = tf.logical_or(is_end, index % shards == shard_id)
+        keep = tf.logical_or(is_end, tf.equal(index % shards, shard_id))
         return tuple(tf.boolean_mask(t, keep) for t in (is_end, file_index, index, record))
 
     def read(file_index, path, size):
@@ -204,10 +204,8 @@ def make_input_fn(source, *, split, batch_size, shuffle, num_epochs, seed, drop_
                   on_error, shuffle_buffer=_pipeline.SHUFFLE_BUFFER):
     """The input_fn over ``source``; ``split(decoded)`` returns ``features`` or ``(features,
     labels)``."""
-    paths = tf.constant(source.paths)
-
     def decode(file_indices, indices, records):
-        names = source.name(tf.gather(paths, file_indices), indices)
+        names = source.name(tf.gather(source.paths, file_indices), indices)
         return split(source.decode_batch(records, names))
 
     def input_fn(input_context=None):

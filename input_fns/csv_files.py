@@ -75,7 +75,6 @@ class _CSVSource(_records.Source):
         self.dtypes = dtypes
         self.header = header
         self.delim = delim
-        self.defaults = [tf.constant([], dtype) for dtype in dtypes]  # empty: required field
         self.sentinel = delim.join(_DTYPES[dtype] for dtype in dtypes).encode()
         self.pattern = _line_pattern(dtypes, delim)
 
@@ -86,7 +85,8 @@ class _CSVSource(_records.Source):
         return _records.message(path, " line ", index + 1 + int(self.header))
 
     def _decode(self, records):
-        values = tf.io.decode_csv(records, self.defaults, field_delim=self.delim)
+        required = [tf.constant([], dtype) for dtype in self.dtypes]  # no default value
+        values = tf.io.decode_csv(records, required, field_delim=self.delim)
         return dict(zip(self.names, values))
 
     def decode_one(self, record, name):

@@ -3,7 +3,8 @@ import pytest
 import tensorflow as tf
 
 import input_fns
-from tests.input_fns.util import assert_disjoint_cover, context, labels_seen, shards
+from tests.input_fns.util import (assert_disjoint_cover, context, labels_seen,
+                                  labels_seen_in_graph, shards)
 
 ROWS = 30
 HEADER = "a,b,label\n"
@@ -89,6 +90,13 @@ def test_from_csv_bad_line_raises_naming_file_and_line(tmp_path, line, reason):
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=rf"bad CSV record at .*bad.csv line 5: {reason}"):
         labels_seen(_input_fn(str(path), shuffle=False))
+
+
+def test_from_csv_bad_line_in_graph_mode_raises(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text(HEADER + "0.5,0,0\n1.5,x,1\n")
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"bad.csv line 3: column b"):
+        labels_seen_in_graph(_input_fn(str(path), shuffle=False))
 
 
 def test_from_csv_skip_drops_bad_lines_and_reports_count(tmp_path, capfd):

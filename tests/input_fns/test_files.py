@@ -1,8 +1,11 @@
 """from_files: the built-in models' layout from CSV or TFRecord files."""
 import numpy as np
 import pytest
+import tensorflow as tf
 
+import estimator_dist
 import input_fns
+import model_fns
 
 
 def _data():
@@ -62,3 +65,29 @@ def test_from_files_x_shape_not_matching_columns_raises(tmp_path):
     with pytest.raises(ValueError, match=r"x_shape must hold the 4 values of x in .*train.csv. "
                                          r"Received: x_shape=\[3\]"):
         input_fns.from_files([_csv(tmp_path, x, y)], x_shape=[3], batch_size=2)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("file_format", ["csv", "tfrecord"])
+def test_from_files_trains_dense_model_under_mirrored(tmp_path, model_dir, file_format):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    if file_format == "csv":
+        path = tmp_path / "train.csv"
+        rows = [",".join(map(str, r.tolist() + [label])) for r, label in zip(x, y)]
+        path.write_text("a,b,c,d,label\n" + "\n".join(rows) + "\n")
+        paths = [str(path)]
+    else:
+        paths = input_fns.write_tfrecords({"x": x}, tmp_path / "train", num_shards=2, labels=y)
+    config = estimator_dist.make_run_config("mirrored", num_replicas=2, model_dir=model_dir,
+                                            tf_random_seed=1)
+    params = {"hidden_units": [8], "num_classes": 2, "learning_rate": 0.1}
+    estimator = tf.estimator.Estimator(model_fns.dense_classifier_model_fn, config=config,
+                                       params=params)
+    estimator.train(input_fns.from_files(paths, x_shape=[4], batch_size=16, seed=0),
+                    max_steps=20)
+    metrics = estimator.evaluate(input_fns.from_files(
+        paths, x_shape=[4], batch_size=16, shuffle=False, num_epochs=1))
+    assert metrics["global_step"] == 20
+    assert metrics["accuracy"] > 0.7

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 import input_fns
 from tests.input_fns.util import (assert_disjoint_cover, context, example, labels_seen,
-                                  record_offsets, shards, write_records)
+                                  labels_seen_in_graph, record_offsets, shards, write_records)
 
 ROWS = 30
 SPEC = {"x": tf.io.FixedLenFeature([3], tf.float32), "label": tf.io.FixedLenFeature([], tf.int64)}
@@ -61,6 +61,13 @@ def test_from_tfrecord_shards_are_disjoint_and_cover_records(tmp_path, num_files
                                                              num_pipelines):
     paths = _written(tmp_path, num_files)
     assert_disjoint_cover(shards(_input_fn(paths), num_pipelines), range(ROWS))
+
+
+@pytest.mark.parametrize("num_files", [1, 3])
+def test_from_tfrecord_shards_in_graph_mode_are_disjoint_and_cover_records(tmp_path, num_files):
+    input_fn = _input_fn(_written(tmp_path, num_files))
+    parts = [labels_seen_in_graph(input_fn, context(2, i)) for i in range(2)]
+    assert_disjoint_cover(parts, range(ROWS))
 
 
 def test_from_tfrecord_per_replica_batch_is_static(tmp_path):
@@ -128,6 +135,13 @@ def test_from_tfrecord_corrupt_record_raises_naming_file_and_index(tmp_path):
         labels_seen(_input_fn(path, shuffle=False))
 
 
+def test_from_tfrecord_corrupt_record_in_graph_mode_raises(tmp_path):
+    [path] = _written(tmp_path, 1)
+    _corrupt(path, 4)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"at record 4"):
+        labels_seen_in_graph(_input_fn(path, shuffle=False))
+
+
 def test_from_tfrecord_truncated_file_raises_naming_file_and_index(tmp_path):
     [path] = _written(tmp_path, 1)
     cut = record_offsets(path)[7] + 5
@@ -145,6 +159,13 @@ def test_from_tfrecord_skip_drops_bad_records_and_reports_count(tmp_path, capfd)
     err = capfd.readouterr().err
     assert "skipped 2 bad record(s) before" in err and "bad.tfrecord record 4" in err
     assert "skipped 3 bad record(s) in all of" in err
+
+
+def test_from_tfrecord_skip_in_graph_mode_drops_bad_records(tmp_path):
+    bad = example(x=[1.0], label=[3])
+    good = [example(x=[float(i)] * 3, label=[i]) for i in range(5)]
+    path = write_records(tmp_path / "bad.tfrecord", good[:2] + [bad] + good[3:])
+    assert labels_seen_in_graph(_input_fn(path, shuffle=False, on_error="skip")) == [0, 1, 3, 4]
 
 
 def test_from_tfrecord_skip_reports_corrupt_rest_of_file(tmp_path, capfd):
@@ -166,3 +187,9 @@ def test_from_tfrecord_empty_shard_raises_instead_of_ending(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=r"input pipeline 2 of 3 received no records from its 1 file"):
         labels_seen(_input_fn(path, batch_size=3), context(3, 2))
+
+
+def test_from_tfrecord_empty_shard_in_graph_mode_raises(tmp_path):
+    path = write_records(tmp_path / "one.tfrecord", [example(x=[0.0] * 3, label=[0])])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input pipeline 1 of 2 received"):
+        labels_seen_in_graph(_input_fn(path, batch_size=2), context(2, 1))

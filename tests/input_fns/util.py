@@ -13,6 +13,19 @@ def labels_seen(input_fn, input_context=None):
     return [int(v) for _, labels in input_fn(input_context) for v in labels.numpy()]
 
 
+def labels_seen_in_graph(input_fn, input_context=None):
+    """``labels_seen`` with the dataset built in a TF1 graph, the way Estimator builds it."""
+    with tf.Graph().as_default():
+        labels = tf.compat.v1.data.make_one_shot_iterator(input_fn(input_context)).get_next()[1]
+        seen = []
+        with tf.compat.v1.Session() as session:
+            try:
+                while True:
+                    seen.extend(int(v) for v in session.run(labels))
+            except tf.errors.OutOfRangeError:
+                return seen
+
+
 def shards(input_fn, num_pipelines):
     """The labels each of ``num_pipelines`` pipelines (one replica each) reads."""
     return [labels_seen(input_fn, context(num_pipelines, i)) for i in range(num_pipelines)]

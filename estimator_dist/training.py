@@ -147,6 +147,10 @@ def _checkpoint_step(model_dir):
 
 def _announce(stream, settings, replicas):
     start = _checkpoint_step(settings.model_dir)
+    if start >= settings.max_steps:
+        print(f"{settings.model} in {settings.model_dir} is already at step {start} of "
+              f"{settings.max_steps}: nothing to train", file=stream, flush=True)
+        return
     verb = f"Resuming {settings.model} at step {start}" if start else f"Training {settings.model}"
     print(f"{verb} to step {settings.max_steps}: global batch {settings.batch_size} over "
           f"{replicas} replica{'s' if replicas > 1 else ''} (strategy {settings.strategy}), "

@@ -104,6 +104,7 @@ def test_resume_at_max_steps_trains_nothing(model_dir, capsys):
     run_main(["--max-steps", 5, "--model-dir", model_dir, "--no-export"], capsys)
     code, out, _ = run_main(["--model-dir", model_dir], capsys)
     assert code == 0
+    assert out.startswith(f"dense in {model_dir} is already at step 5 of 5: nothing to train\n")
     assert "training   none: the model dir is already at max_steps 5" in out
     assert "metrics    accuracy " in out
 

@@ -98,35 +98,43 @@ def _sum_across_replicas(strategy, *values):
 def _clipped(grads, clip_norm, on_tpu):
     """Clips the gradient summed over replicas (TPU shards) to a global norm of ``clip_norm``.
 
-    So a run clips the same way on one device and under a strategy. Returns the clipped
-    sum on TPU (apply it with the plain optimizer) and the clipped sum divided by the
-    number of replicas elsewhere (the optimizer sums the replicas' equal copies).
+    So a run clips the same way on one device and under a strategy. Returns the
+    gradients to apply and the summed gradient's norm before clipping. The gradients are
+    the clipped sum on TPU (apply them with the plain optimizer) and the clipped sum
+    divided by the number of replicas elsewhere (the optimizer sums the replicas' equal
+    copies).
     """
     if on_tpu:
-        clipped, _ = tf.clip_by_global_norm([v1.tpu.cross_replica_sum(g) for g in grads],
-                                            clip_norm)
-        return clipped
+        return tf.clip_by_global_norm([v1.tpu.cross_replica_sum(g) for g in grads], clip_norm)
     context = tf.distribute.get_replica_context()
     replicas = context.num_replicas_in_sync
     if replicas > 1:
         grads = context.merge_call(_sum_across_replicas, args=tuple(grads))
-    clipped, _ = tf.clip_by_global_norm(grads, clip_norm)
-    return [g / replicas for g in clipped]
+    clipped, norm = tf.clip_by_global_norm(grads, clip_norm)
+    return [g / replicas for g in clipped], norm
 
 
 def _train_op(loss, params, update_ops):
-    """Minimizes ``loss`` (cross-shard on TPU), clipping gradients when ``clip_norm`` is set."""
+    """Minimizes ``loss`` (cross-shard on TPU), clipping gradients when ``clip_norm`` is set.
+
+    Off TPU, summary ``gradient_norm`` is the norm of the whole batch's gradient (before
+    clipping): always on one device, under a strategy only with ``clip_norm``, which is
+    when that gradient is summed over replicas here rather than inside the optimizer.
+    """
     on_tpu = params.get("use_tpu", False)
     base = OPTIMIZERS[params["optimizer"]](params["learning_rate"])
     optimizer = v1.tpu.CrossShardOptimizer(base) if on_tpu else base
     grads_and_vars = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
     grads, variables = zip(*grads_and_vars)
+    norm = None
     if params["clip_norm"] is not None:
-        grads = _clipped(grads, params["clip_norm"], on_tpu)
+        grads, norm = _clipped(grads, params["clip_norm"], on_tpu)
         if on_tpu:
             optimizer = base
-    if not on_tpu:
-        v1.summary.scalar("gradient_norm", tf.linalg.global_norm(grads))
+    elif tf.distribute.get_replica_context().num_replicas_in_sync == 1:
+        norm = tf.linalg.global_norm(grads)
+    if norm is not None and not on_tpu:
+        v1.summary.scalar("gradient_norm", norm)
     with tf.control_dependencies(update_ops):
         return optimizer.apply_gradients(zip(grads, variables),
                                          global_step=v1.train.get_global_step())

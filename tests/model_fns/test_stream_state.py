@@ -78,14 +78,15 @@ def _train(strategy, model_dir, legs):
     return estimator
 
 
-def _losses(model_dir):
-    losses = {}
+def _scalars(model_dir, tag):
+    """The summary ``tag`` of every step, in step order."""
+    values = {}
     for path in glob.glob(os.path.join(model_dir, "events.out.tfevents.*")):
         for event in v1.train.summary_iterator(path):
             for value in event.summary.value:
-                if value.tag == "loss":
-                    losses[event.step] = value.simple_value
-    return [losses[step] for step in sorted(losses)]
+                if value.tag == tag:
+                    values[event.step] = value.simple_value
+    return [values[step] for step in sorted(values)]
 
 
 @pytest.mark.slow
@@ -93,9 +94,13 @@ def test_stream_state_mirrored_resumed_matches_one_device(tmp_path):
     one = _train("default", str(tmp_path / "one"), [(0, STEPS)])
     mirrored = _train("mirrored", str(tmp_path / "mirrored"), [(0, 4), (4, STEPS)])
 
-    one_losses, mirrored_losses = _losses(one.model_dir), _losses(mirrored.model_dir)
+    one_losses = _scalars(one.model_dir, "loss")
     assert len(one_losses) == STEPS
-    np.testing.assert_allclose(mirrored_losses, one_losses, atol=1e-5)
+    np.testing.assert_allclose(_scalars(mirrored.model_dir, "loss"), one_losses, atol=1e-5)
+    one_norms = _scalars(one.model_dir, "gradient_norm")
+    assert max(one_norms) > PARAMS["clip_norm"]  # clipping took effect at least once
+    np.testing.assert_allclose(_scalars(mirrored.model_dir, "gradient_norm"), one_norms,
+                               atol=1e-5)
     for name in ("rnn/basic_lstm_cell/kernel", "stream_state/c", "stream_state/h"):
         np.testing.assert_allclose(mirrored.get_variable_value(name),
                                    one.get_variable_value(name), atol=1e-5)
@@ -140,3 +145,4 @@ def test_stream_state_two_workers_matches_one_device(tmp_path, python_run):
     for name in ("rnn/basic_lstm_cell/kernel", "stream_state/c", "stream_state/h"):
         np.testing.assert_allclose(checkpoint.get_tensor(name), one.get_variable_value(name),
                                    atol=1e-5)
+

@@ -1,0 +1,74 @@
+"""``BasicLSTMCell`` weights as Keras ``LSTM`` weights, and a Keras LSTM stack with explicit state.
+
+The two cells compute the same function with differently laid out weights:
+
+* ``tf.compat.v1.nn.rnn_cell.BasicLSTMCell``: ``kernel`` [input + units, 4 * units]
+  multiplies ``concat([x, h])``; ``bias`` [4 * units]; the column blocks are the gates
+  i, j (candidate), f, o; ``forget_bias`` (1.0) is added to f when run, not stored; the
+  state is ``LSTMStateTuple(c, h)``.
+* ``tf.keras.layers.LSTM``: ``kernel`` [input, 4 * units] multiplies ``x``,
+  ``recurrent_kernel`` [units, 4 * units] multiplies ``h``, ``bias`` [4 * units]; the
+  column blocks are i, f, c (candidate), o; the state is ``[h, c]``.
+
+State contract of ``lstm_stack`` (the one of ``model_fns.lstm_model_fn``): the state of a
+stack is two tensors ``c`` and ``h``, each [batch, num_layers * num_units], layer 0's
+units first. Zeros are the state before any input.
+"""
+import numpy as np
+import tensorflow as tf
+
+FORGET_BIAS = 1.0
+
+
+def keras_lstm_weights(kernel, bias, *, input_dim, forget_bias=FORGET_BIAS):
+    """The ``[kernel, recurrent_kernel, bias]`` of a Keras LSTM computing a BasicLSTMCell.
+
+    Args:
+      kernel: the BasicLSTMCell's kernel [input_dim + units, 4 * units].
+      bias: its bias [4 * units].
+      input_dim: the size of the cell's input (the kernel's rows above it belong to ``h``).
+      forget_bias: the constant the BasicLSTMCell adds to its forget gate.
+    """
+    i, j, f, o = np.split(np.asarray(kernel), 4, axis=1)
+    reordered = np.concatenate([i, f, j, o], axis=1)
+    bias_i, bias_j, bias_f, bias_o = np.split(np.asarray(bias), 4)
+    keras_bias = np.concatenate([bias_i, bias_f + forget_bias, bias_j, bias_o])
+    return [reordered[:input_dim], reordered[input_dim:], keras_bias]
+
+
+def _layer_slice(state, layer, num_units, num_layers):
+    if num_layers == 1:
+        return state
+    return state[:, layer * num_units:(layer + 1) * num_units]
+
+
+def lstm_stack(x, state_c, state_h, *, num_units, num_layers, return_sequences, dropout=0.0):
+    """Runs ``num_layers`` Keras LSTM layers (``lstm_{i}``) over ``x`` from the given state.
+
+    Args:
+      x: a Keras tensor [batch, time, dim].
+      state_c, state_h: Keras tensors [batch, num_layers * num_units].
+      num_units, num_layers: the size of the stack.
+      return_sequences: whether the top layer returns every step's output or the last.
+      dropout: rate of a ``Dropout`` layer after every LSTM layer (active in training).
+
+    Returns:
+      (outputs, final_c, final_h): the top layer's outputs and the final state, laid out
+      like the initial state.
+    """
+    inputs, final_c, final_h = x, [], []
+    for layer in range(num_layers):
+        top = layer == num_layers - 1
+        lstm = tf.keras.layers.LSTM(num_units, return_sequences=return_sequences or not top,
+                                    return_state=True, name=f"lstm_{layer}")
+        initial = [_layer_slice(state_h, layer, num_units, num_layers),
+                   _layer_slice(state_c, layer, num_units, num_layers)]
+        inputs, h, c = lstm(inputs, initial_state=initial)
+        if dropout:
+            inputs = tf.keras.layers.Dropout(dropout, name=f"dropout_{layer}")(inputs)
+        final_c.append(c)
+        final_h.append(h)
+    if num_layers == 1:
+        return inputs, final_c[0], final_h[0]
+    return (inputs, tf.keras.layers.Concatenate(name="final_c")(final_c),
+            tf.keras.layers.Concatenate(name="final_h")(final_h))

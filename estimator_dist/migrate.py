@@ -1,0 +1,327 @@
+"""``python -m estimator_dist.migrate``: a train run's checkpoint as a Keras model.
+
+    python -m estimator_dist.migrate --model-dir D --output OUT
+
+Reads the latest checkpoint in ``D`` and the run recorded there (``run.json``: the model
+and its params), builds the equivalent Keras model, copies the weights and saves it to
+``OUT`` (a SavedModel directory, or one file when ``OUT`` ends in ``.keras``).
+``tf.keras.models.load_model(OUT)`` gives the same ``logits`` as the Estimator:
+
+* ``dense``: inputs ``{"x"}`` [batch, dim]; outputs ``{"logits"}``. Layers ``hidden_{i}``
+  (``Dense``), ``batch_norm_{i}``, ``logits``, named as in the checkpoint.
+* ``lstm``: inputs ``{"x", "state_c", "state_h"}``, x [batch, time, dim] and the state
+  [batch, num_layers * num_units] laid out as ``model_fns.lstm_model_fn`` lays it out;
+  outputs ``{"logits", "state_c", "state_h"}``. One ``tf.keras.layers.LSTM`` per
+  ``BasicLSTMCell`` (``lstm_{i}``), its weights converted as ``_keras_lstm`` describes.
+
+``D`` is only read, and ``OUT`` appears whole or not at all: the model is saved next to
+it under a temporary name and renamed into place.
+"""
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+from estimator_dist import logs, run_record
+from estimator_dist.errors import UsageError
+
+_PROG = "python -m estimator_dist.migrate"
+_LEGACY_SUFFIXES = (".h5", ".hdf5")
+_DENSE_PARAMS = ("hidden_units", "num_classes", "dropout", "batch_norm")
+_LSTM_PARAMS = ("num_units", "num_classes", "num_layers", "dropout", "task", "num_outputs",
+                "output", "num_streams")
+# Params that shape training only: the Keras model is the same whatever their value.
+_TRAINING_PARAMS = ("learning_rate", "optimizer", "clip_norm")
+_BATCH_NORM_EPSILON = 1e-3  # tf.compat.v1.layers.batch_normalization's default.
+
+
+class _Checkpoint:
+    """The variables of one checkpoint, each read on request."""
+
+    def __init__(self, path, model):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        self.path, self.model = path, model
+        self._reader = tf.train.load_checkpoint(path)
+
+    def __getitem__(self, name):
+        if not self._reader.has_tensor(name):
+            raise UsageError(
+                f"the checkpoint must hold variable {name!r}, as a {self.model!r} model of "
+                f"estimator_dist.train lays it out. Received: {self.path!r} without it")
+        return self._reader.get_tensor(name)
+
+
+def _dense_model(params, checkpoint):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    hidden, batch_norm = params["hidden_units"], params["batch_norm"]
+    first = "hidden_0" if hidden else "logits"
+    x = tf.keras.Input([checkpoint[f"{first}/kernel"].shape[0]], name="x")
+    net, weights = x, {}
+    for i, units in enumerate(hidden):
+        name = f"hidden_{i}"
+        net = tf.keras.layers.Dense(units, use_bias=not batch_norm, name=name)(net)
+        weights[name] = [checkpoint[f"{name}/kernel"]]
+        if not batch_norm:
+            weights[name].append(checkpoint[f"{name}/bias"])
+        else:
+            name = f"batch_norm_{i}"
+            net = tf.keras.layers.BatchNormalization(epsilon=_BATCH_NORM_EPSILON, name=name)(net)
+            weights[name] = [checkpoint[f"{name}/{v}"]
+                             for v in ("gamma", "beta", "moving_mean", "moving_variance")]
+        net = tf.keras.layers.ReLU(name=f"relu_{i}")(net)
+        if params["dropout"]:
+            net = tf.keras.layers.Dropout(params["dropout"], name=f"dropout_{i}")(net)
+    logits = tf.keras.layers.Dense(params["num_classes"], name="logits")(net)
+    weights["logits"] = [checkpoint["logits/kernel"], checkpoint["logits/bias"]]
+    return tf.keras.Model({"x": x}, {"logits": logits}, name="dense_classifier"), weights
+
+
+def _lstm_model(params, checkpoint):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from estimator_dist import _keras_lstm  # pylint: disable=import-outside-toplevel
+
+    num_units, num_layers = params["num_units"], params["num_layers"]
+    scopes = (["rnn/basic_lstm_cell"] if num_layers == 1 else
+              [f"rnn/multi_rnn_cell/cell_{i}/basic_lstm_cell" for i in range(num_layers)])
+    input_dim = checkpoint[f"{scopes[0]}/kernel"].shape[0] - num_units
+    x = tf.keras.Input([None, input_dim], name="x")
+    state_c = tf.keras.Input([num_layers * num_units], name="state_c")
+    state_h = tf.keras.Input([num_layers * num_units], name="state_h")
+    outputs, final_c, final_h = _keras_lstm.lstm_stack(
+        x, state_c, state_h, num_units=num_units, num_layers=num_layers,
+        return_sequences=params["output"] == "sequence", dropout=params["dropout"])
+    width = params["num_classes"] if params["task"] == "classification" else params["num_outputs"]
+    logits = tf.keras.layers.Dense(width, name="logits")(outputs)
+    weights = {"logits": [checkpoint["logits/kernel"], checkpoint["logits/bias"]]}
+    for layer, scope in enumerate(scopes):
+        layer_input = input_dim if layer == 0 else num_units
+        weights[f"lstm_{layer}"] = _keras_lstm.keras_lstm_weights(
+            checkpoint[f"{scope}/kernel"], checkpoint[f"{scope}/bias"], input_dim=layer_input)
+    model = tf.keras.Model({"x": x, "state_c": state_c, "state_h": state_h},
+                           {"logits": logits, "state_c": final_c, "state_h": final_h},
+                           name="lstm")
+    return model, weights
+
+
+# Model name -> (the params the conversion expresses, the builder).
+_CONVERTERS = {
+    "dense": (_DENSE_PARAMS, _dense_model),
+    "lstm": (_LSTM_PARAMS, _lstm_model),
+}
+
+
+def _param_table(model):
+    from model_fns import dense, lstm  # pylint: disable=import-outside-toplevel
+
+    return {"dense": dense.PARAMS, "lstm": lstm.PARAMS}[model]
+
+
+def _resolve_params(model, params):
+    """The model_fn's full params (its checks, its defaults), refusing any the Keras
+    conversion cannot express."""
+    from model_fns import _params  # pylint: disable=import-outside-toplevel
+
+    supported, _ = _CONVERTERS[model]
+    for name in sorted(params):
+        if name not in supported and name not in _TRAINING_PARAMS:
+            raise UsageError(
+                f"params must be ones the Keras conversion of {model!r} expresses "
+                f"({', '.join(supported)}). Received: {name}={params[name]!r}")
+    try:
+        return _params.resolve(params, _param_table(model))
+    except ValueError as error:
+        raise UsageError(f"params must suit the {model!r} model_fn: {error}") from None
+
+
+def _recorded_model(model_dir, model, params):
+    """(model, params): as given, else as recorded in the model dir's ``run.json``."""
+    if model is None and params is None:
+        settings = run_record.recorded_settings(model_dir)
+        if "model" not in settings:
+            raise UsageError(
+                f"model_dir must hold the {run_record.FILENAME} of an estimator_dist.train "
+                f"run (it names the model and its params). Received: model_dir={model_dir!r} "
+                f"without {run_record.FILENAME}")
+        model, params = settings["model"], settings.get("params", {})
+    elif model is None or params is None:
+        missing = "model" if model is None else "params"
+        raise UsageError(f"model and params must be given together. Received: no {missing}")
+    if model not in _CONVERTERS:
+        raise UsageError(f"model must be one of {', '.join(_CONVERTERS)}. "
+                         f"Received: model={model!r}")
+    if not isinstance(params, dict):
+        raise UsageError(f"params must be a dict. Received: params={params!r}")
+    return model, params
+
+
+def latest_checkpoint(model_dir):
+    """The path of the latest checkpoint in ``model_dir``.
+
+    Raises:
+      UsageError: ``model_dir`` is not a directory or holds no checkpoint.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if not os.path.isdir(model_dir):
+        raise UsageError(f"model_dir must be an existing directory. "
+                         f"Received: model_dir={model_dir!r}")
+    path = tf.train.latest_checkpoint(model_dir)
+    if path is None:
+        raise UsageError(f"model_dir must hold a checkpoint (train into it first). "
+                         f"Received: model_dir={model_dir!r} without one")
+    return path
+
+
+def to_keras(model_dir, *, model=None, params=None):
+    """The Keras model equivalent to the latest checkpoint in ``model_dir``.
+
+    Args:
+      model_dir: the model dir of a train run; only read.
+      model, params: the model name ("dense" or "lstm") and its model_fn params, for a model
+        dir trained by other code than ``estimator_dist.train`` (no ``run.json``). By
+        default both come from the run recorded in ``model_dir``.
+
+    Returns:
+      A ``tf.keras.Model`` (not compiled) with dict inputs and outputs; see the module
+      docstring for their names and shapes.
+
+    Raises:
+      UsageError: ``model_dir`` is missing or holds no checkpoint or no run record; the
+        params name an option the conversion cannot express; the checkpoint does not
+        hold the model's variables.
+    """
+    checkpoint_path = latest_checkpoint(model_dir)
+    model, params = _recorded_model(model_dir, model, params)
+    params = _resolve_params(model, params)
+    checkpoint = _Checkpoint(checkpoint_path, model)
+    keras_model, weights = _CONVERTERS[model][1](params, checkpoint)
+    for name, values in weights.items():
+        layer = keras_model.get_layer(name)
+        expected = [tuple(w.shape) for w in layer.weights]
+        received = [tuple(v.shape) for v in values]
+        if expected != received:
+            raise UsageError(
+                f"the checkpoint's {name} weights must have shapes {expected} for params "
+                f"{params}. Received: {received} in {checkpoint_path!r}")
+        layer.set_weights(values)
+    return keras_model
+
+
+def _check_output(output, overwrite):
+    """The absolute ``output`` path, if the Keras model may go there."""
+    output = os.path.abspath(output)
+    if output.lower().endswith(_LEGACY_SUFFIXES):
+        raise UsageError("output must be a SavedModel directory or a .keras file. "
+                         f"Received: output={output!r}")
+    if os.path.lexists(output) and not overwrite:
+        raise UsageError(f"output must not exist yet (pass --overwrite to replace it). "
+                         f"Received: output={output!r}")
+    return output
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def save(keras_model, output, *, overwrite=False):
+    """Saves ``keras_model`` to ``output`` whole or not at all; returns the absolute path.
+
+    ``output`` is a SavedModel directory, or a Keras file when it ends in ``.keras``. The
+    model is written under a temporary name in the same directory, then renamed.
+
+    Raises:
+      UsageError: ``output`` exists and not ``overwrite``, or names an ``.h5`` file.
+    """
+    output = _check_output(output, overwrite)
+    parent = os.path.dirname(output)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.", dir=parent)
+    try:
+        staged = os.path.join(staging, os.path.basename(output))
+        keras_model.save(staged)
+        if overwrite:
+            _remove(output)
+        os.replace(staged, output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return output
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr and exit code 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def migrate_parser(subparsers=None):
+    """The parser of the migrate command (standalone, or added to ``subparsers``)."""
+    description = ("Convert the latest checkpoint of a train run to a Keras model with the "
+                   "same logits, and save it.")
+    if subparsers is None:
+        parser = _OneLineParser(prog=_PROG, description=description)
+    else:
+        parser = subparsers.add_parser("migrate", description=description)
+    parser.add_argument("--model-dir", required=True,
+                        help="the model dir of a train run (checkpoint and run.json); "
+                             "only read")
+    parser.add_argument("--output", required=True, metavar="OUT",
+                        help="where the Keras model goes: a SavedModel directory, or a "
+                             "file ending in .keras")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace OUT if it exists (default: refuse)")
+    return parser
+
+
+def _validate_migrate_args(args):
+    """Checks the flags before TensorFlow is imported; returns the absolute output path."""
+    if not os.path.isdir(args.model_dir):
+        raise UsageError(f"model_dir must be an existing directory. "
+                         f"Received: model_dir={args.model_dir!r}")
+    output = _check_output(args.output, args.overwrite)
+    model_dir = os.path.abspath(args.model_dir)
+    if os.path.commonpath([output, model_dir]) == model_dir:
+        raise UsageError("output must be outside model_dir, which migrate only reads. "
+                         f"Received: output={output!r}")
+    return output
+
+
+def _describe(keras_model):
+    inputs, outputs = keras_model.input, keras_model.output
+    return (f"{keras_model.name}: inputs {', '.join(inputs)}; "
+            f"outputs {', '.join(outputs)}")
+
+
+def migrate_command(args):
+    """Converts and saves as ``args`` say; returns the process exit code."""
+    output = _validate_migrate_args(args)
+    logs.quiet_tensorflow(verbose=False)
+    logs.tensorflow_python_logging(verbose=False)
+    checkpoint = latest_checkpoint(args.model_dir)
+    keras_model = to_keras(args.model_dir)
+    save(keras_model, output, overwrite=args.overwrite)
+    print(f"checkpoint  {checkpoint}")
+    print(f"keras model {_describe(keras_model)}")
+    print(f"saved       {output}")
+    return 0
+
+
+def main(argv=None):
+    parser = migrate_parser()
+    args = parser.parse_args(argv)
+    try:
+        return migrate_command(args)
+    except UsageError as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,327 @@
+"""``estimator_dist.migrate``: a train run's checkpoint -> a Keras model with the same logits.
+
+The Estimator side of every comparison is the run's own exported SavedModel (or the
+Estimator's predictions), fed the same inputs as the Keras model that
+``tf.keras.models.load_model`` reads back.
+"""
+import glob
+import hashlib
+import io
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import model_fns
+from estimator_dist import _keras_lstm, migrate, run_record, training
+from estimator_dist.config import RunSettings
+from estimator_dist.errors import UsageError
+
+_TOLERANCE = 1e-5
+_NUM_UNITS = 8
+
+
+def _train(directory, model, params, max_steps=3):
+    """Trains a built-in model a few steps; returns (model dir, exported serving function)."""
+    model_dir = str(directory / "model")
+    settings = RunSettings(model=model, params=params, max_steps=max_steps, model_dir=model_dir)
+    training.run(settings, stream=io.StringIO())
+    export_dir, = glob.glob(os.path.join(model_dir, "export", "*"))
+    return model_dir, tf.saved_model.load(export_dir).signatures["serving_default"]
+
+
+@pytest.fixture(scope="module")
+def lstm_run(tmp_path_factory):
+    return _train(tmp_path_factory.mktemp("lstm"), "lstm", {"num_units": _NUM_UNITS})
+
+
+@pytest.fixture(scope="module")
+def dense_run(tmp_path_factory):
+    return _train(tmp_path_factory.mktemp("dense"), "dense", {"hidden_units": [8, 8]})
+
+
+def _lstm_features(rng, *, batch=4, time=7, state_size=_NUM_UNITS):
+    return {"x": rng.normal(size=(batch, time, 1)).astype(np.float32),
+            "state_c": rng.normal(size=(batch, state_size)).astype(np.float32),
+            "state_h": rng.normal(size=(batch, state_size)).astype(np.float32)}
+
+
+def _max_difference(estimator_outputs, keras_outputs, names):
+    return max(np.abs(np.asarray(estimator_outputs[n]) - np.asarray(keras_outputs[n])).max()
+               for n in names)
+
+
+def _tree(directory):
+    """Every file under ``directory`` with its size, mtime and content hash."""
+    found = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as file:
+                digest = hashlib.sha256(file.read()).hexdigest()
+            found[os.path.relpath(path, directory)] = (os.stat(path).st_mtime_ns, digest)
+    return found
+
+
+# --- Weight conversion ---------------------------------------------------------------------
+
+
+def test_keras_lstm_weights_reorder_gates_and_add_forget_bias():
+    """Units 1, input 1: kernel rows [x, h], columns i j f o -> i f j o; bias f + 1."""
+    kernel = np.array([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]])
+    bias = np.array([0.1, 0.2, 0.3, 0.4])
+    keras_kernel, recurrent, keras_bias = _keras_lstm.keras_lstm_weights(kernel, bias,
+                                                                         input_dim=1)
+    np.testing.assert_array_equal(keras_kernel, [[1.0, 3.0, 2.0, 4.0]])
+    np.testing.assert_array_equal(recurrent, [[5.0, 7.0, 6.0, 8.0]])
+    np.testing.assert_allclose(keras_bias, [0.1, 1.3, 0.2, 0.4])
+
+
+def test_keras_lstm_matches_basic_lstm_cell_step_by_step():
+    rng = np.random.default_rng(3)
+    units, dim = 5, 3
+    cell = tf.compat.v1.nn.rnn_cell.BasicLSTMCell(units)
+    x = rng.normal(size=(2, 4, dim)).astype(np.float32)
+    c0, h0 = (rng.normal(size=(2, units)).astype(np.float32) for _ in range(2))
+    state = tf.compat.v1.nn.rnn_cell.LSTMStateTuple(tf.constant(c0), tf.constant(h0))
+    for t in range(4):
+        expected_h, state = cell(tf.constant(x[:, t]), state)
+    kernel, bias = (w.numpy() for w in cell.weights)
+    lstm = tf.keras.layers.LSTM(units, return_state=True)
+    lstm.build((None, None, dim))
+    lstm.set_weights(_keras_lstm.keras_lstm_weights(kernel, bias, input_dim=dim))
+    _, h, c = lstm(x, initial_state=[tf.constant(h0), tf.constant(c0)])
+    np.testing.assert_allclose(h, expected_h, atol=_TOLERANCE)
+    np.testing.assert_allclose(c, state.c, atol=_TOLERANCE)
+
+
+# --- Same logits as the Estimator -------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_migrate_lstm_cli_saved_model_gives_exported_logits_and_state(lstm_run, tmp_path,
+                                                                        capsys):
+    model_dir, serving = lstm_run
+    output = str(tmp_path / "keras_lstm")
+    assert migrate.main(["--model-dir", model_dir, "--output", output]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"saved       {output}"
+    loaded = tf.keras.models.load_model(output)
+    rng = np.random.default_rng(0)
+    for time in (1, 7, 24):  # The time axis varies from call to call.
+        features = _lstm_features(rng, time=time)
+        exported = serving(**{k: tf.constant(v) for k, v in features.items()})
+        assert _max_difference(exported, loaded(features),
+                               ["logits", "state_c", "state_h"]) < _TOLERANCE
+
+
+def test_migrate_lstm_keras_file_carries_state_across_chunks(lstm_run, tmp_path):
+    model_dir, serving = lstm_run
+    output = str(tmp_path / "lstm.keras")
+    migrate.save(migrate.to_keras(model_dir), output)
+    loaded = tf.keras.models.load_model(output)
+    features = _lstm_features(np.random.default_rng(1), time=10)
+    whole = serving(**{k: tf.constant(v) for k, v in features.items()})
+    first = loaded({**features, "x": features["x"][:, :6]})
+    second = loaded({"x": features["x"][:, 6:], "state_c": first["state_c"],
+                     "state_h": first["state_h"]})
+    assert _max_difference(whole, second, ["logits", "state_c", "state_h"]) < _TOLERANCE
+
+
+def test_migrate_dense_gives_exported_logits(dense_run, tmp_path):
+    model_dir, serving = dense_run
+    output = str(tmp_path / "keras_dense")
+    migrate.save(migrate.to_keras(model_dir), output)
+    x = np.random.default_rng(2).normal(size=(6, 16)).astype(np.float32)
+    logits = tf.keras.models.load_model(output)({"x": x})["logits"]
+    np.testing.assert_allclose(logits, serving(x=tf.constant(x))["logits"], atol=_TOLERANCE)
+
+
+@pytest.mark.slow
+def test_migrate_dense_with_batch_norm_and_dropout_gives_exported_logits(tmp_path):
+    model_dir, serving = _train(tmp_path, "dense", {"hidden_units": [8, 4], "batch_norm": True,
+                                                    "dropout": 0.2}, max_steps=5)
+    keras_model = migrate.to_keras(model_dir)
+    moving_mean = keras_model.get_layer("batch_norm_0").moving_mean.numpy()
+    assert np.abs(moving_mean).max() > 0  # Trained statistics, not the initial zeros.
+    x = np.random.default_rng(4).normal(size=(6, 16)).astype(np.float32)
+    np.testing.assert_allclose(keras_model({"x": x})["logits"], serving(x=tf.constant(x))["logits"],
+                               atol=_TOLERANCE)
+
+
+@pytest.mark.slow
+def test_migrate_two_layer_regression_lstm_gives_exported_logits_and_state(tmp_path):
+    params = {"num_units": 6, "num_layers": 2, "dropout": 0.1, "task": "regression"}
+    model_dir, serving = _train(tmp_path, "lstm", params)
+    keras_model = migrate.to_keras(model_dir)
+    assert [layer.name for layer in keras_model.layers if "lstm" in layer.name] == [
+        "lstm_0", "lstm_1"]
+    features = _lstm_features(np.random.default_rng(5), time=9, state_size=12)
+    exported = serving(**{k: tf.constant(v) for k, v in features.items()})
+    assert exported["logits"].shape == (4, 1)
+    assert _max_difference(exported, keras_model(features),
+                           ["logits", "state_c", "state_h"]) < _TOLERANCE
+
+
+def test_to_keras_sequence_output_without_run_record_matches_predictions(tmp_path):
+    """A model dir of the user's own Estimator: model and params passed in."""
+    params = {"num_units": 4, "num_classes": 3, "learning_rate": 0.1, "output": "sequence",
+              "optimizer": "sgd"}
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(8, 5, 2)).astype(np.float32)
+    labels = rng.integers(0, 3, size=(8, 5))
+    estimator = tf.estimator.Estimator(model_fns.lstm_model_fn, model_dir=str(tmp_path / "m"),
+                                       params=params)
+    estimator.train(lambda: tf.data.Dataset.from_tensors(({"x": x}, labels)), steps=2)
+    features = _lstm_features(rng, batch=8, time=5, state_size=4)
+    features["x"] = x
+    predicted = list(estimator.predict(lambda: tf.data.Dataset.from_tensors(features)))
+    expected = {name: np.stack([p[name] for p in predicted]) for name in ("logits", "state_c")}
+    keras_model = migrate.to_keras(estimator.model_dir, model="lstm", params=params)
+    assert _max_difference(expected, keras_model(features), ["logits", "state_c"]) < _TOLERANCE
+    assert keras_model.output["logits"].shape.as_list() == [None, None, 3]
+
+
+# --- The model dir is only read; the output is whole or absent --------------------------------
+
+
+@pytest.mark.slow
+def test_migrate_cli_leaves_model_dir_unchanged(lstm_run, tmp_path, python_run):
+    model_dir, _ = lstm_run
+    before = _tree(model_dir)
+    output = str(tmp_path / "out")
+    result = python_run(["-m", "estimator_dist.migrate", "--model-dir", model_dir,
+                         "--output", output], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "inputs x, state_c, state_h; outputs logits, state_c, state_h" in result.stdout
+    assert _tree(model_dir) == before
+    assert os.path.exists(os.path.join(output, "saved_model.pb"))
+
+
+class _FailingModel:
+    """Writes part of a model, then fails, as a save cut short would."""
+
+    def save(self, path):
+        os.makedirs(path)
+        with open(os.path.join(path, "saved_model.pb"), "wb") as file:
+            file.write(b"partial")
+        raise OSError("disk full")
+
+
+def test_save_failing_midway_leaves_no_output(tmp_path):
+    output = tmp_path / "out"
+    with pytest.raises(OSError, match="disk full"):
+        migrate.save(_FailingModel(), str(output))
+    assert os.listdir(tmp_path) == []
+
+
+def test_save_failing_midway_keeps_the_previous_output(tmp_path):
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "keep").write_text("old")
+    with pytest.raises(OSError, match="disk full"):
+        migrate.save(_FailingModel(), str(output), overwrite=True)
+    assert os.listdir(tmp_path) == ["out"] and os.listdir(output) == ["keep"]
+
+
+def test_save_existing_output_without_overwrite_raises(tmp_path):
+    (tmp_path / "out").mkdir()
+    with pytest.raises(UsageError, match=r"output must not exist yet .* Received: output="):
+        migrate.save(_FailingModel(), str(tmp_path / "out"))
+
+
+# --- Errors: one line, exit 2 ---------------------------------------------------------------
+
+
+def _copy_checkpoint_only(model_dir, destination):
+    """A model dir holding ``model_dir``'s checkpoint files but no run record."""
+    os.makedirs(destination)
+    for path in glob.glob(os.path.join(model_dir, "*")):
+        if os.path.isfile(path) and os.path.basename(path) != run_record.FILENAME:
+            with open(path, "rb") as source, open(os.path.join(destination,
+                                                               os.path.basename(path)),
+                                                  "wb") as target:
+                target.write(source.read())
+    return str(destination)
+
+
+def test_migrate_missing_model_dir_exits_2_in_one_line(tmp_path, python_run):
+    result = python_run(["-m", "estimator_dist.migrate", "--model-dir", str(tmp_path / "nope"),
+                         "--output", str(tmp_path / "out")], timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "python -m estimator_dist.migrate: error: model_dir must be an existing directory. "
+        f"Received: model_dir={str(tmp_path / 'nope')!r}"]
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_migrate_model_dir_without_checkpoint_exits_2(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert migrate.main(["--model-dir", str(tmp_path / "empty"),
+                         "--output", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "model_dir must hold a checkpoint" in error and error.count("\n") == 1
+
+
+def test_migrate_model_dir_without_run_record_exits_2(lstm_run, tmp_path, capsys):
+    model_dir = _copy_checkpoint_only(lstm_run[0], tmp_path / "bare")
+    assert migrate.main(["--model-dir", model_dir, "--output", str(tmp_path / "out")]) == 2
+    assert "must hold the run.json of an estimator_dist.train run" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_migrate_output_inside_model_dir_exits_2(lstm_run, capsys):
+    model_dir, _ = lstm_run
+    output = os.path.join(model_dir, "keras")
+    assert migrate.main(["--model-dir", model_dir, "--output", output]) == 2
+    assert "output must be outside model_dir" in capsys.readouterr().err
+    assert not os.path.exists(output)
+
+
+def test_migrate_h5_output_exits_2(lstm_run, tmp_path, capsys):
+    assert migrate.main(["--model-dir", lstm_run[0], "--output", str(tmp_path / "m.h5")]) == 2
+    assert "output must be a SavedModel directory or a .keras file" in capsys.readouterr().err
+
+
+def _with_record(lstm_run, tmp_path, model, params):
+    model_dir = _copy_checkpoint_only(lstm_run[0], tmp_path / "edited")
+    record = run_record.make_record({"model": model, "params": params}, {})
+    run_record.write(model_dir, record)
+    return model_dir
+
+
+def test_to_keras_param_the_conversion_cannot_express_raises(lstm_run, tmp_path):
+    params = {"num_units": _NUM_UNITS, "num_classes": 3, "learning_rate": 0.01,
+              "use_peepholes": True}
+    model_dir = _with_record(lstm_run, tmp_path, "lstm", params)
+    with pytest.raises(UsageError, match=r"params must be ones the Keras conversion of 'lstm' "
+                                         r"expresses .*Received: use_peepholes=True"):
+        migrate.to_keras(model_dir)
+
+
+def test_to_keras_unknown_model_raises(lstm_run, tmp_path):
+    model_dir = _with_record(lstm_run, tmp_path, "cnn", {})
+    with pytest.raises(UsageError, match="model must be one of dense, lstm. Received: "
+                                         "model='cnn'"):
+        migrate.to_keras(model_dir)
+
+
+def test_to_keras_checkpoint_of_another_model_raises(lstm_run, tmp_path):
+    params = {"hidden_units": [8], "num_classes": 3, "learning_rate": 0.01}
+    model_dir = _with_record(lstm_run, tmp_path, "dense", params)
+    with pytest.raises(UsageError, match=r"must hold variable 'hidden_0/kernel'"):
+        migrate.to_keras(model_dir)
+
+
+def test_to_keras_checkpoint_shapes_not_matching_params_raises(lstm_run, tmp_path):
+    params = {"num_units": _NUM_UNITS, "num_classes": 5, "learning_rate": 0.01}
+    model_dir = _with_record(lstm_run, tmp_path, "lstm", params)
+    with pytest.raises(UsageError, match=r"logits weights must have shapes .*Received: "):
+        migrate.to_keras(model_dir)
+
+
+def test_to_keras_model_without_params_raises(lstm_run):
+    with pytest.raises(UsageError, match="model and params must be given together. "
+                                         "Received: no params"):
+        migrate.to_keras(lstm_run[0], model="lstm")
+

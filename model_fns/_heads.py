@@ -43,6 +43,11 @@ class ClassificationHead:
 
     num_classes: int
 
+    @property
+    def width(self):
+        """The size of the logits' last axis."""
+        return self.num_classes
+
     def predictions(self, logits):
         return {"logits": logits, "probabilities": tf.nn.softmax(logits),
                 "classes": tf.argmax(logits, axis=-1)}
@@ -69,6 +74,11 @@ class RegressionHead:
     """Mean squared error over ``num_outputs`` values; labels shaped like logits."""
 
     num_outputs: int
+
+    @property
+    def width(self):
+        """The size of the logits' last axis."""
+        return self.num_outputs
 
     def predictions(self, logits):
         return {"logits": logits, "predictions": logits}

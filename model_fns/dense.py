@@ -39,9 +39,10 @@ def dense_classifier_model_fn(features, labels, mode, params):
         net = tf.nn.relu(net)
         if params["dropout"]:
             net = v1.layers.dropout(net, rate=params["dropout"], training=training)
-    logits = v1.layers.dense(net, params["num_classes"], name="logits")
+    head = _heads.ClassificationHead(params["num_classes"])
+    logits = v1.layers.dense(net, head.width, name="logits")
     # Only this call's batch norm updates: under a strategy the collection also holds
     # the other replicas'.
     update_ops = v1.get_collection(v1.GraphKeys.UPDATE_OPS)[known_updates:]
-    return _heads.make_spec(mode, head=_heads.ClassificationHead(params["num_classes"]),
-                            logits=logits, labels=labels, params=params, update_ops=update_ops)
+    return _heads.make_spec(mode, head=head, logits=logits, labels=labels, params=params,
+                            update_ops=update_ops)

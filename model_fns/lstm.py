@@ -53,10 +53,20 @@ def _given_state(features, x, state_size):
     return state[0], state[1]
 
 
-def _last_output(outputs, sequence_length):
+def _head_inputs(outputs, sequence_length, output):
+    """The outputs the logits are computed from, and the loss weights (None: all 1).
+
+    ``output="last"``: each row's last valid step. ``"sequence"``: every step, with
+    steps past ``sequence_length`` weighted 0.
+    """
+    if output == "last":
+        if sequence_length is None:
+            return outputs[:, -1], None
+        return tf.gather(outputs, tf.maximum(sequence_length - 1, 0), batch_dims=1), None
     if sequence_length is None:
-        return outputs[:, -1]
-    return tf.gather(outputs, tf.maximum(sequence_length - 1, 0), batch_dims=1)
+        return outputs, None
+    time = outputs.shape[1] if outputs.shape[1] is not None else tf.shape(outputs)[1]
+    return outputs, tf.sequence_mask(sequence_length, time, dtype=tf.float32)
 
 
 def lstm_model_fn(features, labels, mode, params):
@@ -107,14 +117,8 @@ def lstm_model_fn(features, labels, mode, params):
         sequence_length=sequence_length, dropout=params["dropout"],
         training=mode == ModeKeys.TRAIN)
     head = _head(params)
-    width = params["num_classes"] if params["task"] == "classification" else params["num_outputs"]
-    weights = None
-    if params["output"] == "last":
-        outputs = _last_output(outputs, sequence_length)
-    elif sequence_length is not None:
-        time = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
-        weights = tf.sequence_mask(sequence_length, time, dtype=tf.float32)
-    logits = v1.layers.dense(outputs, width, name="logits")
+    outputs, weights = _head_inputs(outputs, sequence_length, params["output"])
+    logits = v1.layers.dense(outputs, head.width, name="logits")
     return _heads.make_spec(
         mode, head=head, logits=logits, labels=labels, params=params, weights=weights,
         predictions={"state_c": final_c, "state_h": final_h},

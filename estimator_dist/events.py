@@ -46,7 +46,6 @@ def last_values(directory):
     if not found:
         return {}
     step = max(points[-1][0] for points in found.values())
-    values = {tag: dict(points)[step] for tag, points in found.items() if dict(points).get(step)
-              is not None}
+    values = {tag: points[-1][1] for tag, points in found.items() if points[-1][0] == step}
     values["global_step"] = step
     return values

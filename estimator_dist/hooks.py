@@ -16,7 +16,8 @@ import tqdm
 
 v1 = tf.compat.v1
 
-_PLAIN_LINES = 10  # Plain mode prints about this many lines over a run.
+_PLAIN_LINES = 10  # Plain mode prints about this many lines over a run,
+_PLAIN_LINE_SECONDS = 60  # and at least one a minute.
 _BAR_FORMAT = "step {n_fmt}/{total_fmt} |{bar}| {percentage:3.0f}% ETA {remaining}{postfix}"
 
 
@@ -81,7 +82,7 @@ class ProgressHook(v1.train.SessionRunHook):
         self._bar = None
         self._start_step = self._step = None
         self._seconds = 0.0  # Training time of the sessions that ended.
-        self._session_start = self._window_time = None
+        self._session_start = self._window_time = self._line_time = None
         self._window_step = 0
         self._loss = None
 
@@ -108,7 +109,7 @@ class ProgressHook(v1.train.SessionRunHook):
         self._step = self._window_step = int(session.run(self._fetches["step"]))
         if self._start_step is None:
             self._start_step = self._step
-        self._session_start = self._window_time = time.monotonic()
+        self._session_start = self._window_time = self._line_time = time.monotonic()
         if self._bar is not None:
             self._bar.unpause()  # Time between sessions (evaluation) is not training.
         elif self._mode == "bar" and self._step < self._max_steps:
@@ -128,6 +129,7 @@ class ProgressHook(v1.train.SessionRunHook):
             self._bar.set_postfix_str(self._rates_text(), refresh=False)
             self._bar.update(self._step - self._bar.n)
         elif self._mode == "lines" and self._due_plain_line():
+            self._line_time = time.monotonic()
             print(self._plain_line(), file=self._stream, flush=True)
         if self._summary_dir and self._step % self._summary_steps == 0:
             self._write_summaries()
@@ -161,8 +163,11 @@ class ProgressHook(v1.train.SessionRunHook):
                 f"{steps_per_second:.1f} steps/s")
 
     def _due_plain_line(self):
+        if self._step >= self._max_steps:
+            return False  # close() prints the last line.
         every = max(1, math.ceil((self._max_steps - self._start_step) / _PLAIN_LINES))
-        return (self._step - self._start_step) % every == 0 and self._step < self._max_steps
+        overdue = time.monotonic() - self._line_time >= _PLAIN_LINE_SECONDS
+        return (self._step - self._start_step) % every == 0 or overdue
 
     def _plain_line(self):
         steps_per_second = self._steps_per_second()

@@ -106,3 +106,9 @@ def test_finite_weights_listener_keeps_last_finite_checkpoint(model_dir):
     with pytest.raises(v1.train.NanLossDuringTrainingError):
         estimator.train(_input_fn, max_steps=3, saving_listeners=[hooks.FiniteWeightsListener()])
     assert tf.train.latest_checkpoint(model_dir).endswith("model.ckpt-0")
+
+
+def test_progress_lines_come_at_least_once_a_minute(model_dir, monkeypatch):
+    monkeypatch.setattr(hooks, "_PLAIN_LINE_SECONDS", 0)
+    _, text = _train(model_dir, 15)
+    assert len(text.splitlines()) == 15

@@ -25,9 +25,10 @@ def main(model_dir, max_steps, how, options=()):
         estimator.train(input_fn, max_steps=max_steps)
     else:
         hooks = [] if "no_peer_hook" in options else [estimator_dist.PeerFailureHook()]
-        tf.estimator.train_and_evaluate(
+        result = tf.estimator.train_and_evaluate(
             estimator, tf.estimator.TrainSpec(input_fn, max_steps=max_steps, hooks=hooks),
             tf.estimator.EvalSpec(input_fn, steps=2, throttle_secs=1, start_delay_secs=0))
+        print("RESULT", result)
     print("FINISHED")
 
 

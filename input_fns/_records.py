@@ -17,6 +17,7 @@ from input_fns import _pipeline, _sharding
 
 _NO_SIZE = -1
 _CHUNK = 256
+_BLOCK = 4096
 TFRECORD_FRAMING_BYTES = 16  # length (8) + its CRC (4) + data CRC (4)
 
 
@@ -162,7 +163,7 @@ def _file_reader(source, pipelines, on_error):
 
 
 def read(source, input_context, *, shuffle, seed, on_error, cycle_length=4):
-    """This pipeline's ``(file_index, index, record)`` elements, decoded under "skip".
+    """This pipeline's chunks of ``(file_index, index, record)``, decoded under "skip".
 
     Whole files per pipeline when there are at least as many files as pipelines,
     every N-th record of every file otherwise. File order is shuffled with ``seed``.
@@ -178,7 +179,7 @@ def read(source, input_context, *, shuffle, seed, on_error, cycle_length=4):
     pipelines = _sharding.record_shard(input_context) if record_level else (1, 0)
     records = files.interleave(
         _file_reader(source, pipelines, on_error), cycle_length=min(cycle_length, len(paths)),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     first = files.flat_map(
         lambda _, path, __: source.raw_records(path).skip(pipelines[1]).take(1))
     noun = "file" if len(paths) == 1 else "files"
@@ -200,6 +201,29 @@ def split_label(label):
     return split
 
 
+def _mixed(chunks, seed):
+    """Chunks -> blocks of ``_BLOCK`` records, each in a random (seeded) order.
+
+    With chunks already shuffled, this shuffles records without a per-record step.
+    """
+    def permute(block, key):
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(tf.shape(block[0])[0]), seed=tf.stack([key, 0]))
+        return tuple(tf.gather(t, order) for t in block)
+
+    blocks = chunks.rebatch(_BLOCK)
+    return tf.data.Dataset.zip((blocks, tf.data.Dataset.random(seed=seed))).map(permute)
+
+
+def _batched_records(chunks, *, shuffle, num_epochs, seed, shuffle_buffer):
+    """Under "raise": shuffle chunks (a buffer of ``shuffle_buffer`` records), then records
+    within blocks; batching follows by ``rebatch``."""
+    if shuffle:
+        chunks = chunks.shuffle(max(shuffle_buffer // _CHUNK, 1), seed=seed)
+        chunks = _mixed(chunks, seed)
+    return chunks.repeat(num_epochs)
+
+
 def make_input_fn(source, *, split, batch_size, shuffle, num_epochs, seed, drop_remainder,
                   on_error, shuffle_buffer=_pipeline.SHUFFLE_BUFFER):
     """The input_fn over ``source``; ``split(decoded)`` returns ``features`` or ``(features,
@@ -208,15 +232,21 @@ def make_input_fn(source, *, split, batch_size, shuffle, num_epochs, seed, drop_
         names = source.name(tf.gather(source.paths, file_indices), indices)
         return split(source.decode_batch(records, names))
 
-    def input_fn(input_context=None):
-        records = read(source, input_context, shuffle=shuffle, seed=seed, on_error=on_error)
-        records = _pipeline.shuffle_and_repeat(records, shuffle=shuffle, num_epochs=num_epochs,
-                                               seed=seed, buffer_size=shuffle_buffer)
-        if on_error == "skip":
-            records = records.map(lambda _, __, value: value)
+    def skipping_input_fn(input_context=None):
+        records = read(source, input_context, shuffle=shuffle, seed=seed, on_error="skip")
+        records = _pipeline.shuffle_and_repeat(
+            records.unbatch().map(lambda _, __, value: value), shuffle=shuffle,
+            num_epochs=num_epochs, seed=seed, buffer_size=shuffle_buffer)
         batches = _pipeline.batch(records, batch_size, input_context, drop_remainder)
-        decoded = batches.map(decode if on_error == "raise" else split,
-                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return batches.map(split, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def input_fn(input_context=None):
+        chunks = read(source, input_context, shuffle=shuffle, seed=seed, on_error="raise")
+        chunks = _batched_records(chunks, shuffle=shuffle, num_epochs=num_epochs,
+                                  seed=seed, shuffle_buffer=shuffle_buffer)
+        batches = chunks.rebatch(_sharding.per_replica_batch_size(batch_size, input_context),
+                                 drop_remainder=drop_remainder)
+        decoded = batches.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return decoded.prefetch(tf.data.AUTOTUNE)
 
-    return input_fn
+    return skipping_input_fn if on_error == "skip" else input_fn

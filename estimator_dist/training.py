@@ -17,6 +17,7 @@ from estimator_dist.config import RunSettings
 from estimator_dist.errors import UsageError
 from estimator_dist.estimator import make_estimator, tpu_input_fn
 from estimator_dist.models import MODELS
+from estimator_dist.peer_failure import PeerFailureHook
 from estimator_dist.run_config import make_run_config
 from input_fns import from_arrays
 
@@ -169,7 +170,8 @@ def _train(estimator, settings, train_fn, eval_fn, progress):
     if settings.strategy == "multi_worker":
         tf.estimator.train_and_evaluate(
             estimator,
-            tf.estimator.TrainSpec(train_fn, max_steps=settings.max_steps, hooks=[progress]),
+            tf.estimator.TrainSpec(train_fn, max_steps=settings.max_steps,
+                                   hooks=[progress, PeerFailureHook()]),
             tf.estimator.EvalSpec(eval_fn, steps=settings.eval_steps,
                                   throttle_secs=_EVAL_THROTTLE_SECONDS, start_delay_secs=0))
         return events.last_values(os.path.join(estimator.model_dir, "eval"))

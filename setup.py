@@ -38,6 +38,8 @@ setup(
         "console_scripts": [
             "estimator-dist-train=estimator_dist.train:main",
             "estimator-dist-launch=estimator_dist.launch:main",
+            "estimator-dist-report=estimator_dist.report:main",
+            "estimator-dist-migrate=estimator_dist.migrate:main",
         ],
     },
     classifiers=[

@@ -48,8 +48,9 @@ class _Checkpoint:
     def __getitem__(self, name):
         if not self._reader.has_tensor(name):
             raise UsageError(
-                f"the checkpoint must hold variable {name!r}, as a {self.model!r} model of "
-                f"estimator_dist.train lays it out. Received: {self.path!r} without it")
+                f"checkpoint must hold variable {name!r}, as the {self.model!r} model of "
+                f"estimator_dist.train lays it out. Received: checkpoint={self.path!r} "
+                "without it")
         return self._reader.get_tensor(name)
 
 
@@ -205,8 +206,9 @@ def to_keras(model_dir, *, model=None, params=None):
         received = [tuple(v.shape) for v in values]
         if expected != received:
             raise UsageError(
-                f"the checkpoint's {name} weights must have shapes {expected} for params "
-                f"{params}. Received: {received} in {checkpoint_path!r}")
+                f"checkpoint variables of layer {name!r} must have shapes {expected} to suit "
+                f"the params {params}. Received: shapes {received} in "
+                f"checkpoint={checkpoint_path!r}")
         layer.set_weights(values)
     return keras_model
 

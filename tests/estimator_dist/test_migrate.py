@@ -141,7 +141,8 @@ def test_migrate_dense_gives_exported_logits(dense_run, tmp_path):
 def test_migrate_dense_with_batch_norm_and_dropout_gives_exported_logits(tmp_path):
     model_dir, serving = _train(tmp_path, "dense", {"hidden_units": [8, 4], "batch_norm": True,
                                                     "dropout": 0.2}, max_steps=5)
-    keras_model = migrate.to_keras(model_dir)
+    output = migrate.save(migrate.to_keras(model_dir), str(tmp_path / "batch_norm"))
+    keras_model = tf.keras.models.load_model(output)
     moving_mean = keras_model.get_layer("batch_norm_0").moving_mean.numpy()
     assert np.abs(moving_mean).max() > 0  # Trained statistics, not the initial zeros.
     x = np.random.default_rng(4).normal(size=(6, 16)).astype(np.float32)
@@ -153,7 +154,8 @@ def test_migrate_dense_with_batch_norm_and_dropout_gives_exported_logits(tmp_pat
 def test_migrate_two_layer_regression_lstm_gives_exported_logits_and_state(tmp_path):
     params = {"num_units": 6, "num_layers": 2, "dropout": 0.1, "task": "regression"}
     model_dir, serving = _train(tmp_path, "lstm", params)
-    keras_model = migrate.to_keras(model_dir)
+    output = migrate.save(migrate.to_keras(model_dir), str(tmp_path / "two_layers.keras"))
+    keras_model = tf.keras.models.load_model(output)
     assert [layer.name for layer in keras_model.layers if "lstm" in layer.name] == [
         "lstm_0", "lstm_1"]
     features = _lstm_features(np.random.default_rng(5), time=9, state_size=12)
@@ -309,14 +311,17 @@ def test_to_keras_unknown_model_raises(lstm_run, tmp_path):
 def test_to_keras_checkpoint_of_another_model_raises(lstm_run, tmp_path):
     params = {"hidden_units": [8], "num_classes": 3, "learning_rate": 0.01}
     model_dir = _with_record(lstm_run, tmp_path, "dense", params)
-    with pytest.raises(UsageError, match=r"must hold variable 'hidden_0/kernel'"):
+    with pytest.raises(UsageError, match=r"checkpoint must hold variable 'hidden_0/kernel', .*"
+                                         r"Received: checkpoint=.*model.ckpt-3' without it"):
         migrate.to_keras(model_dir)
 
 
 def test_to_keras_checkpoint_shapes_not_matching_params_raises(lstm_run, tmp_path):
     params = {"num_units": _NUM_UNITS, "num_classes": 5, "learning_rate": 0.01}
     model_dir = _with_record(lstm_run, tmp_path, "lstm", params)
-    with pytest.raises(UsageError, match=r"logits weights must have shapes .*Received: "):
+    expected = r"\[\(8, 5\), \(5,\)\] .*Received: shapes \[\(8, 3\), \(3,\)\]"
+    with pytest.raises(UsageError, match=f"checkpoint variables of layer 'logits' must have "
+                                         f"shapes {expected}"):
         migrate.to_keras(model_dir)
 
 

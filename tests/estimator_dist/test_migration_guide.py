@@ -162,6 +162,10 @@ def test_mirrored_pair_both_train_with_a_falling_loss(guide):
     assert names["strategy"].num_replicas_in_sync == 2
     losses = [value for _, value in events.scalars(names["estimator"].model_dir)["loss"]]
     assert len(losses) >= 5 and losses[-1] < 0.75 * losses[0]
+    # fit splits each global batch of 32 across the two replicas.
+    per_replica = names["strategy"].experimental_distribute_dataset(names["dataset"])
+    x, _ = next(iter(per_replica))
+    assert [t.shape[0] for t in names["strategy"].experimental_local_results(x["x"])] == [16, 16]
     keras_losses = names["history"].history["loss"]
     assert keras_losses[-1] < 0.75 * keras_losses[0]
 

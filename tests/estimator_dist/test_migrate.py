@@ -165,23 +165,32 @@ def test_migrate_two_layer_regression_lstm_gives_exported_logits_and_state(tmp_p
                            ["logits", "state_c", "state_h"]) < _TOLERANCE
 
 
-def test_to_keras_sequence_output_without_run_record_matches_predictions(tmp_path):
+_STREAM_FEATURES = {"stream": np.arange(8, dtype=np.int32), "reset": np.ones(8, bool)}
+
+
+@pytest.mark.parametrize("extra_params, train_features, label_shape", [
+    ({"output": "sequence"}, {}, (8, 5)),
+    ({"num_streams": 8}, _STREAM_FEATURES, (8,)),
+], ids=["sequence_output", "carried_stream_state"])
+def test_to_keras_without_run_record_matches_predictions(tmp_path, extra_params,
+                                                         train_features, label_shape):
     """A model dir of the user's own Estimator: model and params passed in."""
-    params = {"num_units": 4, "num_classes": 3, "learning_rate": 0.1, "output": "sequence",
-              "optimizer": "sgd"}
+    params = {"num_units": 4, "num_classes": 3, "learning_rate": 0.1, "optimizer": "sgd",
+              **extra_params}
     rng = np.random.default_rng(6)
     x = rng.normal(size=(8, 5, 2)).astype(np.float32)
-    labels = rng.integers(0, 3, size=(8, 5))
+    labels = rng.integers(0, 3, size=label_shape)
     estimator = tf.estimator.Estimator(model_fns.lstm_model_fn, model_dir=str(tmp_path / "m"),
                                        params=params)
-    estimator.train(lambda: tf.data.Dataset.from_tensors(({"x": x}, labels)), steps=2)
-    features = _lstm_features(rng, batch=8, time=5, state_size=4)
-    features["x"] = x
+    data = ({"x": x, **train_features}, labels)
+    estimator.train(lambda: tf.data.Dataset.from_tensors(data), steps=2)
+    features = {**_lstm_features(rng, batch=8, time=5, state_size=4), "x": x}
     predicted = list(estimator.predict(lambda: tf.data.Dataset.from_tensors(features)))
     expected = {name: np.stack([p[name] for p in predicted]) for name in ("logits", "state_c")}
     keras_model = migrate.to_keras(estimator.model_dir, model="lstm", params=params)
-    assert _max_difference(expected, keras_model(features), ["logits", "state_c"]) < _TOLERANCE
-    assert keras_model.output["logits"].shape.as_list() == [None, None, 3]
+    outputs = keras_model(features)
+    assert outputs["logits"].shape == expected["logits"].shape
+    assert _max_difference(expected, outputs, ["logits", "state_c"]) < _TOLERANCE
 
 
 # --- The model dir is only read; the output is whole or absent --------------------------------
@@ -224,6 +233,14 @@ def test_save_failing_midway_keeps_the_previous_output(tmp_path):
     with pytest.raises(OSError, match="disk full"):
         migrate.save(_FailingModel(), str(output), overwrite=True)
     assert os.listdir(tmp_path) == ["out"] and os.listdir(output) == ["keep"]
+
+
+def test_save_overwrite_replaces_an_existing_output(dense_run, tmp_path):
+    output = tmp_path / "dense.keras"
+    output.write_text("an older model")
+    migrate.save(migrate.to_keras(dense_run[0]), str(output), overwrite=True)
+    assert tf.keras.models.load_model(str(output)).output_names == ["logits"]
+    assert os.listdir(tmp_path) == ["dense.keras"]
 
 
 def test_save_existing_output_without_overwrite_raises(tmp_path):

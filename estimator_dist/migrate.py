@@ -18,10 +18,13 @@ and its params), builds the equivalent Keras model, copies the weights and saves
 it under a temporary name and renamed into place.
 """
 import argparse
+import dataclasses
+import importlib
 import os
 import shutil
 import sys
 import tempfile
+from typing import Callable
 
 from estimator_dist import logs, run_record
 from estimator_dist.errors import UsageError
@@ -108,17 +111,19 @@ def _lstm_model(params, checkpoint):
     return model, weights
 
 
-# Model name -> (the params the conversion expresses, the builder).
+@dataclasses.dataclass(frozen=True)
+class _Converter:
+    """How one built-in model becomes a Keras model."""
+
+    params: tuple  # The model_fn params the Keras model expresses.
+    build: Callable  # (resolved params, _Checkpoint) -> (Keras model, layer name -> weights).
+    model_fn_module: str  # Where the model_fn's param table (PARAMS) lives.
+
+
 _CONVERTERS = {
-    "dense": (_DENSE_PARAMS, _dense_model),
-    "lstm": (_LSTM_PARAMS, _lstm_model),
+    "dense": _Converter(_DENSE_PARAMS, _dense_model, "model_fns.dense"),
+    "lstm": _Converter(_LSTM_PARAMS, _lstm_model, "model_fns.lstm"),
 }
-
-
-def _param_table(model):
-    from model_fns import dense, lstm  # pylint: disable=import-outside-toplevel
-
-    return {"dense": dense.PARAMS, "lstm": lstm.PARAMS}[model]
 
 
 def _resolve_params(model, params):
@@ -126,14 +131,16 @@ def _resolve_params(model, params):
     conversion cannot express."""
     from model_fns import _params  # pylint: disable=import-outside-toplevel
 
-    supported, _ = _CONVERTERS[model]
+    converter = _CONVERTERS[model]
+    ignored = _TRAINING_PARAMS + _params.TPU_ESTIMATOR_KEYS
     for name in sorted(params):
-        if name not in supported and name not in _TRAINING_PARAMS:
+        if name not in converter.params and name not in ignored:
             raise UsageError(
                 f"params must be ones the Keras conversion of {model!r} expresses "
-                f"({', '.join(supported)}). Received: {name}={params[name]!r}")
+                f"({', '.join(converter.params)}). Received: {name}={params[name]!r}")
+    table = importlib.import_module(converter.model_fn_module).PARAMS
     try:
-        return _params.resolve(params, _param_table(model))
+        return _params.resolve(params, table)
     except ValueError as error:
         raise UsageError(f"params must suit the {model!r} model_fn: {error}") from None
 
@@ -188,7 +195,9 @@ def to_keras(model_dir, *, model=None, params=None):
 
     Returns:
       A ``tf.keras.Model`` (not compiled) with dict inputs and outputs; see the module
-      docstring for their names and shapes.
+      docstring for their names and shapes. An Estimator call that builds
+      ``tf.compat.v1.layers`` in its graph breaks the Keras models built before it in the
+      same process: convert after the Estimator calls (docs/migration.md).
 
     Raises:
       UsageError: ``model_dir`` is missing or holds no checkpoint or no run record; the
@@ -199,7 +208,7 @@ def to_keras(model_dir, *, model=None, params=None):
     model, params = _recorded_model(model_dir, model, params)
     params = _resolve_params(model, params)
     checkpoint = _Checkpoint(checkpoint_path, model)
-    keras_model, weights = _CONVERTERS[model][1](params, checkpoint)
+    keras_model, weights = _CONVERTERS[model].build(params, checkpoint)
     for name, values in weights.items():
         layer = keras_model.get_layer(name)
         expected = [tuple(w.shape) for w in layer.weights]

@@ -28,6 +28,29 @@ def check_batching(batch_size, num_epochs):
     check_positive_int("num_epochs", num_epochs, allow_none=True)
 
 
+def index_batches(num_rows, input_context, *, batch_size, shuffle, num_epochs, seed,
+                  drop_remainder):
+    """Per-replica batches of row indices [b] (int64) for this pipeline's shard of rows.
+
+    Row ``i`` belongs to pipeline ``i mod N``. Each epoch is a full permutation of the
+    shard (seeded), and batches are cut across epochs by ``rebatch``: nothing runs once
+    per row.
+    """
+    count, index = _sharding.record_shard(input_context)
+    rows = tf.range(index, num_rows, count, dtype=tf.int64)
+    keys = tf.data.Dataset.random(seed=seed)
+    if num_epochs is not None:
+        keys = keys.take(num_epochs)
+
+    def epoch(key):
+        if not shuffle:
+            return rows
+        return tf.random.experimental.stateless_shuffle(rows, seed=tf.stack([key, 0]))
+
+    size = _sharding.per_replica_batch_size(batch_size, input_context)
+    return keys.map(epoch).rebatch(size, drop_remainder=drop_remainder)
+
+
 def shuffle_and_repeat(dataset, *, shuffle, num_epochs, seed, buffer_size=SHUFFLE_BUFFER):
     """Shuffles (a new order each epoch, the same sequence of orders for one ``seed``)."""
     if shuffle:

@@ -8,6 +8,9 @@ the marker lets a file's checks run when the file is done:
   (the reader stops at the first bad record): "raise" fails there, "skip" reports it;
 * under "skip", records that fail to decode are dropped and each run of them is
   reported on stderr with the file, the record indices and a count.
+
+Records move in chunks of ``_CHUNK`` (one file's consecutive records) so that this
+bookkeeping, sharding and shuffling cost once per chunk, not once per record.
 """
 import sys
 
@@ -58,7 +61,6 @@ class Source:
     paths = ()
     sizes = None
     sentinel = b""
-    record_noun = "record"
 
     def raw_records(self, path):
         """A dataset of this file's records (strings)."""
@@ -70,7 +72,7 @@ class Source:
 
     def name(self, path, index):
         """A record's name in error messages: "PATH record INDEX"."""
-        return message(path, f" {self.record_noun} ", index)
+        return message(path, " record ", index)
 
     def decode_one(self, record, name):
         """One record -> its features structure (raises on a bad record)."""

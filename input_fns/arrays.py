@@ -23,7 +23,7 @@ def from_arrays(features, labels=None, *, batch_size, shuffle=True, num_epochs=N
       batch_size: the global batch. Under a strategy each replica receives
         ``input_context.get_per_replica_batch_size(batch_size)`` rows, and input pipeline
         ``i`` of ``N`` reads rows ``i, i + N, i + 2N, ...``.
-      shuffle: shuffle rows, in a new order each epoch.
+      shuffle: shuffle rows: each epoch is a new permutation of the pipeline's rows.
       num_epochs: passes over the data; None repeats forever.
       seed: shuffle seed; with a seed the order is the same in every run.
       drop_remainder: drop a last partial batch, so batch shapes are static.
@@ -40,11 +40,11 @@ def from_arrays(features, labels=None, *, batch_size, shuffle=True, num_epochs=N
 
     def input_fn(input_context=None):
         _pipeline.check_shard_not_empty(rows, input_context)
-        dataset = _sharding.shard(tf.data.Dataset.from_tensor_slices(data), input_context)
-        dataset = _pipeline.shuffle_and_repeat(
-            dataset, shuffle=shuffle, num_epochs=num_epochs, seed=seed,
-            buffer_size=min(rows, _pipeline.SHUFFLE_BUFFER))
-        dataset = _pipeline.batch(dataset, batch_size, input_context, drop_remainder)
+        indices = _pipeline.index_batches(
+            rows, input_context, batch_size=batch_size, shuffle=shuffle, num_epochs=num_epochs,
+            seed=seed, drop_remainder=drop_remainder)
+        dataset = indices.map(lambda i: tf.nest.map_structure(lambda a: tf.gather(a, i), data),
+                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     return input_fn

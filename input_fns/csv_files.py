@@ -67,7 +67,6 @@ def _check_dtypes(names, column_dtypes, label_column):
 
 
 class _CSVSource(_records.Source):
-    record_noun = "line"
 
     def __init__(self, paths, names, dtypes, header, delim):
         self.paths = paths

@@ -72,7 +72,8 @@ def from_tfrecord(file_pattern, feature_spec, *, label_key=None, batch_size, shu
         ``tf.io.VarLenFeature`` (variable length, a ``tf.sparse.SparseTensor``).
       label_key: the feature returned as labels; None returns features only.
       batch_size: the global batch (see ``from_arrays``).
-      shuffle: shuffle file order and records (a buffer of 10,000 records) every epoch.
+      shuffle: shuffle every epoch: file order, chunks of 256 records (a buffer of
+        about 10,000 records), and records within blocks of 4,096.
       num_epochs: passes over the data; None repeats forever.
       seed: with a seed the order is the same in every run.
       drop_remainder: drop a last partial batch, so batch shapes are static.

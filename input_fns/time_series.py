@@ -158,11 +158,10 @@ def time_series_windows(series, *, window, batch_size, stride=1, horizon=1, targ
 
     def input_fn(input_context=None):
         _pipeline.check_shard_not_empty(len(starts), input_context, what="windows")
-        dataset = _sharding.shard(tf.data.Dataset.from_tensor_slices(starts), input_context)
-        dataset = _pipeline.shuffle_and_repeat(
-            dataset, shuffle=shuffle, num_epochs=num_epochs, seed=seed,
-            buffer_size=min(len(starts), _pipeline.SHUFFLE_BUFFER))
-        dataset = _pipeline.batch(dataset, batch_size, input_context, drop_remainder)
-        return dataset.map(make, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        indices = _pipeline.index_batches(
+            len(starts), input_context, batch_size=batch_size, shuffle=shuffle,
+            num_epochs=num_epochs, seed=seed, drop_remainder=drop_remainder)
+        return indices.map(lambda i: make(tf.gather(starts, i)),
+                           num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     return input_fn

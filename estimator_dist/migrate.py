@@ -241,11 +241,28 @@ def _remove(path):
         os.remove(path)
 
 
+def _serving_signature(keras_model):
+    """A ``serving_default`` keyed like the model's dict inputs and outputs (Keras's own
+    keys its outputs by layer name), so the Estimator export's clients keep their names."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    specs = {name: tf.TensorSpec(tensor.shape, tensor.dtype, name=name)
+             for name, tensor in keras_model.input.items()}
+
+    @tf.function(input_signature=[specs])
+    def serve(features):
+        return keras_model(features, training=False)
+
+    return serve
+
+
 def save(keras_model, output, *, overwrite=False):
     """Saves ``keras_model`` to ``output`` whole or not at all; returns the absolute path.
 
     ``output`` is a SavedModel directory, or a Keras file when it ends in ``.keras``. The
-    model is written under a temporary name in the same directory, then renamed.
+    model is written under a temporary name in the same directory, then renamed. A model
+    with dict inputs and outputs (as ``to_keras`` builds) gets a SavedModel
+    ``serving_default`` signature with the same names as its dicts.
 
     Raises:
       UsageError: ``output`` exists and not ``overwrite``, or names an ``.h5`` file.
@@ -256,7 +273,10 @@ def save(keras_model, output, *, overwrite=False):
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.", dir=parent)
     try:
         staged = os.path.join(staging, os.path.basename(output))
-        keras_model.save(staged)
+        if output.endswith(".keras") or not isinstance(keras_model.input, dict):
+            keras_model.save(staged)
+        else:
+            keras_model.save(staged, signatures=_serving_signature(keras_model))
         if overwrite:
             _remove(output)
         os.replace(staged, output)

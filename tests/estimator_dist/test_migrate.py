@@ -107,12 +107,15 @@ def test_migrate_lstm_cli_saved_model_gives_exported_logits_and_state(lstm_run, 
     assert migrate.main(["--model-dir", model_dir, "--output", output]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"saved       {output}"
     loaded = tf.keras.models.load_model(output)
+    keras_serving = tf.saved_model.load(output).signatures["serving_default"]
     rng = np.random.default_rng(0)
     for time in (1, 7, 24):  # The time axis varies from call to call.
         features = _lstm_features(rng, time=time)
-        exported = serving(**{k: tf.constant(v) for k, v in features.items()})
-        assert _max_difference(exported, loaded(features),
-                               ["logits", "state_c", "state_h"]) < _TOLERANCE
+        tensors = {k: tf.constant(v) for k, v in features.items()}
+        exported = serving(**tensors)
+        for keras_outputs in (loaded(features), keras_serving(**tensors)):
+            assert _max_difference(exported, keras_outputs,
+                                   ["logits", "state_c", "state_h"]) < _TOLERANCE
 
 
 def test_migrate_lstm_keras_file_carries_state_across_chunks(lstm_run, tmp_path):
@@ -206,13 +209,18 @@ def test_migrate_cli_leaves_model_dir_unchanged(lstm_run, tmp_path, python_run):
     assert result.returncode == 0, result.stderr
     assert "inputs x, state_c, state_h; outputs logits, state_c, state_h" in result.stdout
     assert _tree(model_dir) == before
-    assert os.path.exists(os.path.join(output, "saved_model.pb"))
+    serving = tf.saved_model.load(output).signatures["serving_default"]
+    assert sorted(serving.structured_input_signature[1]) == ["state_c", "state_h", "x"]
+    assert sorted(serving.structured_outputs) == ["logits", "state_c", "state_h"]
 
 
 class _FailingModel:
     """Writes part of a model, then fails, as a save cut short would."""
 
-    def save(self, path):
+    input = None
+
+    def save(self, path, **kwargs):
+        del kwargs  # Whatever a Keras save takes.
         os.makedirs(path)
         with open(os.path.join(path, "saved_model.pb"), "wb") as file:
             file.write(b"partial")

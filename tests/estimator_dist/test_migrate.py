@@ -17,6 +17,10 @@ import model_fns
 from estimator_dist import _keras_lstm, migrate, run_record, training
 from estimator_dist.config import RunSettings
 from estimator_dist.errors import UsageError
+from tests.estimator_dist.train_support import keep_tf_logging  # noqa: F401
+
+# migrate.main lowers TensorFlow's log levels, as the CLI does; put them back after each test.
+pytestmark = pytest.mark.usefixtures("keep_tf_logging")
 
 _TOLERANCE = 1e-5
 _NUM_UNITS = 8

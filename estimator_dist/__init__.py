@@ -24,6 +24,7 @@ _EXPORTS = {
     "parse_tf_config": "estimator_dist.cluster",
     "PeerFailureHook": "estimator_dist.peer_failure",
     "PeerLostError": "estimator_dist.peer_failure",
+    "to_keras": "estimator_dist.migrate",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -14,8 +14,10 @@ from tests.estimator_dist import tf1_models
 
 
 def main(model_dir, max_steps, how, options=()):
+    # Without the hook a long collective timeout leaves only the lost-peer failure path.
+    timeout = 600 if "no_peer_hook" in options else 15
     config = estimator_dist.make_run_config("multi_worker", model_dir=model_dir,
-                                            collective_timeout=15, save_checkpoints_steps=50,
+                                            collective_timeout=timeout, save_checkpoints_steps=50,
                                             tf_random_seed=1)
     estimator = tf.estimator.Estimator(tf1_models.regression_model_fn, config=config,
                                        params={"learning_rate": 0.01, "count_examples": "count" in options})

@@ -146,16 +146,16 @@ def test_multi_worker_dead_peer_fails_instead_of_hanging(model_dir, tmp_path):
             or "Collective has timed out" in text), text[-2000:]
 
 
-def test_multi_worker_dead_peer_without_hook_retries_forever(model_dir, tmp_path):
-    """The fact behind PeerFailureHook: the monitored session keeps re-creating itself."""
-    survivor, log = _kill_peer_after_step_50(model_dir, tmp_path, "no_peer_hook")
+def test_multi_worker_dead_peer_without_hook_never_ends(model_dir, tmp_path):
+    """The fact behind PeerFailureHook: without it the survivor does not exit (its session
+    is re-created after each failed collective, or it waits in one)."""
+    survivor, _ = _kill_peer_after_step_50(model_dir, tmp_path, "no_peer_hook")
     try:
         time.sleep(30)
         still_running = survivor.poll() is None
     finally:
         survivor.kill()
     assert still_running
-    assert log.read_text().count("Collective ops is aborted by") >= 3
 
 
 def test_multi_worker_estimator_train_alone_refused(python_run, model_dir):

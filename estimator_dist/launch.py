@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from estimator_dist import cluster
+from estimator_dist import cli, cluster
 
 _POLL_SECONDS = 0.2
 _STOP_GRACE_SECONDS = 10
@@ -37,31 +37,16 @@ def free_ports(count):
             sock.close()
 
 
-def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative int. Received: {text!r}")
-    return value
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def launch_parser():
-    parser = _OneLineParser(
+    parser = cli.OneLineParser(
         prog="python -m estimator_dist.launch",
         description="Run COMMAND once per task of a local cluster, each with its TF_CONFIG.")
-    parser.add_argument("--workers", type=_non_negative_int, required=True,
+    parser.add_argument("--workers", type=cli.non_negative_int, required=True,
                         help="training workers (worker 0 is the chief)")
     parser.add_argument("--evaluator", action="store_true", help="add an evaluator task")
-    parser.add_argument("--ps", type=_non_negative_int, default=0,
+    parser.add_argument("--ps", type=cli.non_negative_int, default=0,
                         help="parameter servers (adds a chief; default: 0)")
-    parser.add_argument("--timeout", type=_non_negative_int, default=0,
+    parser.add_argument("--timeout", type=cli.non_negative_int, default=0,
                         help="stop every task and fail after this many seconds (0: no limit)")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="-- then the command every task runs")

@@ -17,7 +17,6 @@ and its params), builds the equivalent Keras model, copies the weights and saves
 ``D`` is only read, and ``OUT`` appears whole or not at all: the model is saved next to
 it under a temporary name and renamed into place.
 """
-import argparse
 import dataclasses
 import importlib
 import os
@@ -26,7 +25,7 @@ import sys
 import tempfile
 from typing import Callable
 
-from estimator_dist import logs, run_record
+from estimator_dist import cli, logs, run_record
 from estimator_dist.errors import UsageError
 
 _PROG = "python -m estimator_dist.migrate"
@@ -285,19 +284,12 @@ def save(keras_model, output, *, overwrite=False):
     return output
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr and exit code 2."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def migrate_parser(subparsers=None):
     """The parser of the migrate command (standalone, or added to ``subparsers``)."""
     description = ("Convert the latest checkpoint of a train run to a Keras model with the "
                    "same logits, and save it.")
     if subparsers is None:
-        parser = _OneLineParser(prog=_PROG, description=description)
+        parser = cli.OneLineParser(prog=_PROG, description=description)
     else:
         parser = subparsers.add_parser("migrate", description=description)
     parser.add_argument("--model-dir", required=True,
@@ -345,13 +337,7 @@ def migrate_command(args):
 
 
 def main(argv=None):
-    parser = migrate_parser()
-    args = parser.parse_args(argv)
-    try:
-        return migrate_command(args)
-    except UsageError as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
+    return cli.run(migrate_parser(), migrate_command, argv)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,10 @@ Reads the event files of the train run (``D``) and its evaluations (``D/eval``),
 the training loss and the eval metrics over steps, one panel each, and prints a short
 table. Needs matplotlib: ``pip install "estimator-dist[report]"``.
 """
-import argparse
 import os
 import sys
 
-from estimator_dist import logs, run_record
+from estimator_dist import cli, logs, run_record
 from estimator_dist.errors import UsageError
 
 _PROG = "python -m estimator_dist.report"
@@ -18,15 +17,8 @@ _TRAIN_TAG = "loss"
 _TABLE_ROWS = 8
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr and exit code 2."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def report_parser():
-    parser = _OneLineParser(prog=_PROG, description=(
+    parser = cli.OneLineParser(prog=_PROG, description=(
         "Draw the training loss and eval metrics of a model dir over steps as a PNG and "
         "print them as a table."))
     parser.add_argument("--model-dir", required=True,
@@ -123,13 +115,7 @@ def report_command(args):
 
 
 def main(argv=None):
-    parser = report_parser()
-    args = parser.parse_args(argv)
-    try:
-        return report_command(args)
-    except UsageError as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
+    return cli.run(report_parser(), report_command, argv)
 
 
 if __name__ == "__main__":

@@ -11,42 +11,10 @@ import os
 import sys
 
 from estimator_dist import config as config_lib
-from estimator_dist import logs, run_record
-from estimator_dist.errors import UsageError
+from estimator_dist import cli, logs, run_record
 
 _PROG = "python -m estimator_dist.train"
 _NOT_SETTINGS = ("config", "print_config", "param")
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr and exit code 2."""
-
-    def error(self, message):
-        if message.startswith("unrecognized arguments: "):
-            flags = [w for w in message.split()[2:] if w.startswith("--")]
-            options = [o for o in self._option_string_actions if o.startswith("--")]
-            message += config_lib.nearest_hint(flags[0].split("=")[0], options) if flags else ""
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive int. Received: {text!r}")
-    return value
-
-
-def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative int. Received: {text!r}")
-    return value
 
 
 def _param(text):
@@ -71,7 +39,7 @@ def _add_model_flags(parser, defaults):
 
 def _add_data_flags(parser):
     group = parser.add_argument_group("data")
-    group.add_argument("--batch-size", type=_positive_int, metavar="N", default=argparse.SUPPRESS,
+    group.add_argument("--batch-size", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="global batch size, split evenly across replicas "
                             "(default: the model's own: dense 128, lstm 64)")
 
@@ -80,33 +48,33 @@ def _add_distribution_flags(parser, defaults):
     group = parser.add_argument_group("distribution")
     group.add_argument("--strategy", choices=config_lib.STRATEGIES, default=argparse.SUPPRESS,
                        help=f"distribution strategy (default: {defaults.strategy})")
-    group.add_argument("--num-replicas", type=_positive_int, metavar="N", default=argparse.SUPPRESS,
+    group.add_argument("--num-replicas", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="replicas for mirrored (default: every GPU, else 2 CPU devices)")
     group.add_argument("--tpu-name", metavar="NAME", default=argparse.SUPPRESS,
                        help="TPU name or address for --strategy tpu (default: $TPU_NAME)")
     group.add_argument("--tpu-validate", action="store_true", default=argparse.SUPPRESS,
                        help="with --strategy tpu: run the TPUEstimator path on CPU")
-    group.add_argument("--collective-timeout", type=_positive_int, metavar="SECONDS",
+    group.add_argument("--collective-timeout", type=cli.positive_int, metavar="SECONDS",
                        default=argparse.SUPPRESS,
                        help="seconds a multi_worker collective waits for a peer (default: 300)")
 
 
 def _add_run_flags(parser, defaults):
     group = parser.add_argument_group("run")
-    group.add_argument("--max-steps", type=_positive_int, metavar="N", default=argparse.SUPPRESS,
+    group.add_argument("--max-steps", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="global step to train to (default: the model's own: dense 1000, "
                             "lstm 600; on resume: the recorded run's)")
     group.add_argument("--model-dir", metavar="DIR", default=argparse.SUPPRESS,
                        help="checkpoints, events, run.json and export; an existing one is "
                             "resumed (default: a new ./runs/MODEL-TIME)")
-    group.add_argument("--save-checkpoints-steps", type=_positive_int, metavar="N",
+    group.add_argument("--save-checkpoints-steps", type=cli.positive_int, metavar="N",
                        default=argparse.SUPPRESS,
                        help="steps between checkpoints, each one evaluated (default: a "
                             "checkpoint every 10 minutes, one evaluation at the end)")
-    group.add_argument("--seed", type=_non_negative_int, metavar="N", default=argparse.SUPPRESS,
+    group.add_argument("--seed", type=cli.non_negative_int, metavar="N", default=argparse.SUPPRESS,
                        help=f"random seed for data order and initializers "
                             f"(default: {defaults.seed})")
-    group.add_argument("--eval-steps", type=_positive_int, metavar="N", default=argparse.SUPPRESS,
+    group.add_argument("--eval-steps", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="eval batches (default: the whole eval set)")
     group.add_argument("--config", metavar="FILE",
                        help="JSON or YAML file of settings (keys as the flags, with _); "
@@ -129,7 +97,7 @@ def train_parser(subparsers=None):
     """The parser of the train command (standalone, or added to ``subparsers``)."""
     description = "Train, evaluate and export a model under a distribution strategy."
     if subparsers is None:
-        parser = _OneLineParser(prog=_PROG, description=description)
+        parser = cli.OneLineParser(prog=_PROG, description=description)
     else:
         parser = subparsers.add_parser("train", description=description)
     defaults = config_lib.RunSettings()
@@ -196,15 +164,8 @@ def train_command(args):
 
 def main(argv=None):
     parser = train_parser()
-    args = parser.parse_args(argv)
-    verbose = getattr(args, "verbose", False)
     try:
-        return train_command(args)
-    except UsageError as error:
-        if verbose:
-            raise
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
+        return cli.run(parser, train_command, argv)
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted; the checkpoints saved so far are kept (run again "
               "with the same --model-dir to resume)",

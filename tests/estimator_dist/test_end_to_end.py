@@ -2,7 +2,6 @@
 import concurrent.futures
 import json
 import os
-import signal
 import subprocess
 import sys
 import time

@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from input_fns import _pipeline, _sharding
+from input_fns import _pipeline
 
 
 def _num_rows(structure, name):

@@ -123,3 +123,10 @@ def test_from_csv_quoted_string_with_delimiter_is_one_field(tmp_path):
     features, labels = next(iter(input_fn()))
     assert features["name"].numpy().tolist() == [b'x, "y"', b"plain"]
     assert labels.numpy().tolist() == [7, 8]
+
+
+def test_from_csv_pack_features_with_string_column_raises(tmp_path):
+    with pytest.raises(ValueError, match=r"pack_features needs numeric feature columns. "
+                                         r"Received: string columns \['a'\]"):
+        _input_fn(_write(tmp_path, 1), column_dtypes={"a": tf.string, "label": tf.int64},
+                  pack_features="x")

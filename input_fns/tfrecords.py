@@ -132,31 +132,19 @@ def _read_csv(path):
     return {name: _column([row[i] for row in body]) for i, name in enumerate(header)}
 
 
-def write_tfrecords(data, output_prefix, *, num_shards, labels=None, label_key="label"):
-    """Writes ``tf.train.Example`` records into ``num_shards`` files; returns their paths.
+def _packed_columns(columns, name, label_key):
+    """All columns but ``label_key`` stacked, in order, into one float32 column ``name``."""
+    features = [key for key in columns if key != label_key]
+    text = [key for key in features if columns[key].dtype.kind not in "iuf"]
+    if text:
+        raise ValueError(f"pack_features needs numeric columns. Received: string columns {text}")
+    packed = {name: np.stack([columns[key] for key in features], axis=1).astype(np.float32)}
+    if label_key in columns:
+        packed[label_key] = columns[label_key]
+    return packed
 
-    Args:
-      data: a dict of arrays (rows along the first axis; each row is stored flattened),
-        or the path of a CSV file with a header line (integer columns become int64,
-        numeric ones float, the rest bytes).
-      output_prefix: files are ``{output_prefix}-00000-of-0000N.tfrecord`` and so on.
-      num_shards: how many files; consecutive rows go to the same file.
-      labels: an array stored under ``label_key`` (arrays only).
-      label_key: the feature name of ``labels``.
 
-    Read them back with ``from_tfrecord(paths, feature_spec, label_key=...)`` where each
-    feature is ``tf.io.FixedLenFeature(array.shape[1:], dtype)``.
-    """
-    _pipeline.check_positive_int("num_shards", num_shards)
-    if isinstance(data, (str, os.PathLike)):
-        if labels is not None:
-            raise ValueError("labels must be None when data is a CSV file (its label is a "
-                             "column). Received: labels of type " + type(labels).__name__)
-        columns = _read_csv(os.fspath(data))
-    else:
-        columns = {key: np.asarray(value) for key, value in dict(data).items()}
-        if labels is not None:
-            columns[label_key] = np.asarray(labels)
+def _write_shards(columns, output_prefix, num_shards):
     lengths = {len(v) for v in columns.values()}
     if len(lengths) != 1:
         raise ValueError("arrays must all have the same number of rows. "
@@ -174,3 +162,39 @@ def write_tfrecords(data, output_prefix, *, num_shards, labels=None, label_key="
                 writer.write(example.SerializeToString())
         paths.append(path)
     return paths
+
+
+def write_tfrecords(data, output_prefix, *, num_shards, labels=None, label_key="label",
+                    pack_features=None):
+    """Writes ``tf.train.Example`` records into ``num_shards`` files; returns their paths.
+
+    Args:
+      data: a dict of arrays (rows along the first axis; each row is stored flattened),
+        or the path of a CSV file with a header line (integer columns become int64,
+        numeric ones float, the rest bytes).
+      output_prefix: files are ``{output_prefix}-00000-of-0000N.tfrecord`` and so on.
+      num_shards: how many files; consecutive rows go to the same file.
+      labels: an array stored under ``label_key`` (arrays only).
+      label_key: the feature name of ``labels`` (for a CSV: its label column).
+      pack_features: for a CSV, a feature name: store every column but ``label_key``, in
+        file order, as this one float feature (the layout ``from_files`` reads).
+
+    Read them back with ``from_tfrecord(paths, feature_spec, label_key=...)`` where each
+    feature is ``tf.io.FixedLenFeature(array.shape[1:], dtype)``.
+    """
+    _pipeline.check_positive_int("num_shards", num_shards)
+    if not isinstance(data, (str, os.PathLike)):
+        if pack_features is not None:
+            raise ValueError("pack_features applies to a CSV file only; stack the arrays "
+                             f"instead. Received: pack_features={pack_features!r}")
+        columns = {key: np.asarray(value) for key, value in dict(data).items()}
+        if labels is not None:
+            columns[label_key] = np.asarray(labels)
+        return _write_shards(columns, output_prefix, num_shards)
+    if labels is not None:
+        raise ValueError("labels must be None when data is a CSV file (its label is a "
+                         "column). Received: labels of type " + type(labels).__name__)
+    columns = _read_csv(os.fspath(data))
+    if pack_features is not None:
+        columns = _packed_columns(columns, pack_features, label_key)
+    return _write_shards(columns, output_prefix, num_shards)

@@ -91,3 +91,13 @@ def test_from_files_trains_dense_model_under_mirrored(tmp_path, model_dir, file_
         paths, x_shape=[4], batch_size=16, shuffle=False, num_epochs=1))
     assert metrics["global_step"] == 20
     assert metrics["accuracy"] > 0.7
+
+
+def test_from_files_reads_csv_converted_with_pack_features(tmp_path):
+    x, y = _data()
+    records = input_fns.write_tfrecords(_csv(tmp_path, x, y), tmp_path / "converted",
+                                        num_shards=2, pack_features="x")
+    features, labels = _first_batch(input_fns.from_files(
+        records, x_shape=[2, 2], batch_size=6, shuffle=False, num_epochs=1))
+    np.testing.assert_allclose(features, x)
+    assert labels.tolist() == y.tolist()

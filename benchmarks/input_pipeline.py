@@ -19,6 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -110,6 +111,7 @@ def _inputs(x, y, batch_size, directory):
 
 def main(argv=None):
     tf.get_logger().setLevel("ERROR")
+    warnings.filterwarnings("ignore", message=".*is deprecated.*")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=64)

@@ -32,6 +32,8 @@ class RunSettings:
     num_replicas: int = None
     max_steps: int = None  # None: the model's default.
     batch_size: int = None  # None: the model's default; always the global batch.
+    train_data: list = None  # CSV/TFRecord paths or globs; None: the built-in data.
+    eval_data: list = None  # None: train_data's files (or the built-in eval data).
     model_dir: str = None  # None: a new directory under ./runs.
     save_checkpoints_steps: int = None  # None: at the end and every 10 minutes.
     seed: int = 42
@@ -56,6 +58,11 @@ class RunSettings:
             if not isinstance(getattr(self, name), bool):
                 raise UsageError(f"{name} must be true or false. "
                                  f"Received: {name}={getattr(self, name)!r}")
+        for name in ("train_data", "eval_data"):
+            _check_paths(name, getattr(self, name))
+        if self.eval_data and not self.train_data:
+            raise UsageError("eval_data needs train_data (the built-in data has its own eval "
+                             f"set). Received: eval_data={self.eval_data!r}")
         if not isinstance(self.params, dict) or not all(isinstance(k, str) for k in self.params):
             raise UsageError("params must be a mapping of parameter names to values. "
                              f"Received: params={self.params!r}")
@@ -108,6 +115,15 @@ def merge(*layers):
             else:
                 merged[key] = value
     return merged
+
+
+def _check_paths(name, value):
+    if value is None:
+        return
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(p, str) and p for p in value)):
+        raise UsageError(f"{name} must be a non-empty list of file paths or globs. "
+                         f"Received: {name}={value!r}")
 
 
 def _check_choice(name, value, choices):

@@ -16,7 +16,8 @@ class BuiltinModel:
     max_steps: int
     train_data: Callable
     eval_data: Callable
-    serving_shapes: Callable  # params -> feature name -> shape
+    x_shape: tuple  # One example's x in files; -1 is read off the files.
+    serving_shapes: Callable  # (params, x_shape) -> feature name -> shape
 
 
 MODELS = {
@@ -27,7 +28,8 @@ MODELS = {
         max_steps=1000,
         train_data=lambda: datasets.blobs(8192, seed=0),
         eval_data=lambda: datasets.blobs(2048, seed=1),
-        serving_shapes=lambda params: {"x": [None, 16]},
+        x_shape=(-1,),
+        serving_shapes=lambda params, x_shape: {"x": [None, *x_shape]},
     ),
     "lstm": BuiltinModel(
         model_fn=model_fns.lstm_model_fn,
@@ -36,8 +38,9 @@ MODELS = {
         max_steps=600,
         train_data=lambda: datasets.waves(4096, seed=0),
         eval_data=lambda: datasets.waves(1024, seed=1),
-        serving_shapes=lambda params: {
-            "x": [None, None, 1],
+        x_shape=(-1, 1),
+        serving_shapes=lambda params, x_shape: {
+            "x": [None, None, x_shape[-1]],
             "state_c": [None, params.get("num_layers", 1) * params["num_units"]],
             "state_h": [None, params.get("num_layers", 1) * params["num_units"]],
         },

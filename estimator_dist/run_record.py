@@ -22,8 +22,8 @@ IDENTITY = ("model", "params")
 _NOT_RECORDED = ("model_dir", "verbose")
 # Settings a resume takes from the record when not given again. The strategy, replicas
 # and TPU settings describe where a run executes, so they come from the new invocation.
-CARRIED = ("model", "params", "batch_size", "max_steps", "seed", "eval_steps",
-           "save_checkpoints_steps", "export", "export_dir")
+CARRIED = ("model", "params", "batch_size", "train_data", "eval_data", "max_steps", "seed",
+           "eval_steps", "save_checkpoints_steps", "export", "export_dir")
 _PACKAGES = ("estimator-dist", "tensorflow", "tensorflow-cpu", "tensorflow-estimator", "numpy")
 
 

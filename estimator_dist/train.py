@@ -39,6 +39,13 @@ def _add_model_flags(parser, defaults):
 
 def _add_data_flags(parser):
     group = parser.add_argument_group("data")
+    group.add_argument("--train-data", nargs="+", metavar="FILE", default=argparse.SUPPRESS,
+                       help="CSV or TFRecord files or globs to train on: a 'label' column "
+                            "or feature and numeric x (see docs/input.md) (default: the "
+                            "built-in data)")
+    group.add_argument("--eval-data", nargs="+", metavar="FILE", default=argparse.SUPPRESS,
+                       help="CSV or TFRecord files to evaluate on (default: the "
+                            "--train-data files)")
     group.add_argument("--batch-size", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="global batch size, split evenly across replicas "
                             "(default: the model's own: dense 128, lstm 64)")

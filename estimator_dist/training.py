@@ -19,11 +19,10 @@ from estimator_dist.estimator import make_estimator, tpu_input_fn
 from estimator_dist.models import MODELS
 from estimator_dist.peer_failure import PeerFailureHook
 from estimator_dist.run_config import make_run_config
-from input_fns import from_arrays
+from input_fns import from_arrays, from_files
 
 _EVAL_THROTTLE_SECONDS = 1
 _SUMMARY_POINTS = 50
-_BUILTIN_DATA = {"train": "built-in", "eval": "built-in"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,15 +106,51 @@ def _prepare_model_dir(model_dir):
                          f"model_dir={model_dir!r} ({error.strerror})") from None
 
 
-def _input_fns(model, settings, on_tpu):
+@dataclasses.dataclass(frozen=True)
+class _Data:
+    """The run's input_fns, the shape of one example's ``x``, and what run.json records."""
+
+    train_fn: object
+    eval_fn: object
+    x_shape: list
+    spec: dict
+
+
+def _builtin_data(model, settings):
     train, evaluation = model.train_data(), model.eval_data()
     train_fn = from_arrays(train.features, train.labels, batch_size=settings.batch_size,
                            seed=settings.seed)
     eval_fn = from_arrays(evaluation.features, evaluation.labels,
                           batch_size=settings.batch_size, shuffle=False, num_epochs=1)
-    if on_tpu:
-        return tpu_input_fn(train_fn), tpu_input_fn(eval_fn)
-    return train_fn, eval_fn
+    return _Data(train_fn, eval_fn, list(train.features["x"].shape[1:]),
+                 {"train": "built-in", "eval": "built-in"})
+
+
+def _files_input_fn(name, files, model, **options):
+    try:
+        return from_files(files, x_shape=model.x_shape, **options)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{name} must be CSV or TFRecord files in the layout of "
+                         f"docs/input.md: {error}") from None
+
+
+def _file_data(model, settings):
+    eval_files = settings.eval_data or settings.train_data
+    train_fn = _files_input_fn("train_data", settings.train_data, model,
+                               batch_size=settings.batch_size, seed=settings.seed)
+    eval_fn = _files_input_fn("eval_data", eval_files, model, batch_size=settings.batch_size,
+                              shuffle=False, num_epochs=1)
+    x_shape = train_fn().element_spec[0]["x"].shape[1:].as_list()
+    return _Data(train_fn, eval_fn, x_shape, {"train": settings.train_data, "eval": eval_files})
+
+
+def _data(model, settings):
+    """The run's data, checked (files exist and fit the model) before anything is written."""
+    data = _file_data(model, settings) if settings.train_data else _builtin_data(model, settings)
+    if settings.strategy != "tpu":
+        return data
+    return dataclasses.replace(data, train_fn=tpu_input_fn(data.train_fn),
+                               eval_fn=tpu_input_fn(data.eval_fn))
 
 
 def _is_chief(settings):
@@ -192,6 +227,7 @@ class _Plan:
     settings: RunSettings  # Resolved: model_dir, params, batch_size and max_steps set.
     config: tf.estimator.RunConfig
     replicas: int
+    data: _Data
 
 
 def _plan(settings):
@@ -208,7 +244,7 @@ def _plan(settings):
     check_params(model, resolved.params)
     replicas = _num_replicas(resolved, config)
     _check_batch_size(resolved.batch_size, replicas)
-    return _Plan(model, resolved, config, replicas)
+    return _Plan(model, resolved, config, replicas, _data(model, resolved))
 
 
 def run(settings, *, stream=None):
@@ -224,11 +260,10 @@ def run(settings, *, stream=None):
     chief = _is_chief(settings)
     if chief:
         run_record.write(settings.model_dir,
-                         run_record.make_record(settings.to_dict(), _BUILTIN_DATA))
+                         run_record.make_record(settings.to_dict(), plan.data.spec))
         _announce(stream, settings, plan.replicas)
     estimator = make_estimator(model.model_fn, plan.config, settings.params,
                                batch_size=settings.batch_size)
-    train_fn, eval_fn = _input_fns(model, settings, settings.strategy == "tpu")
     progress = hooks.ProgressHook(
         settings.max_steps, settings.batch_size,
         mode=hooks.display_mode(stream) if chief else None, stream=stream,
@@ -236,7 +271,7 @@ def run(settings, *, stream=None):
         summary_steps=plan.config.save_summary_steps,
         learning_rate=settings.params.get("learning_rate"))
     try:
-        metrics = _train(estimator, settings, train_fn, eval_fn, progress)
+        metrics = _train(estimator, settings, plan.data.train_fn, plan.data.eval_fn, progress)
     except tf.compat.v1.train.NanLossDuringTrainingError:
         raise _nan_error(progress.step) from None
     finally:
@@ -245,7 +280,7 @@ def run(settings, *, stream=None):
     if chief and settings.export:
         export_path = export.export_saved_model(
             estimator, settings.export_dir or os.path.join(settings.model_dir, "export"),
-            model.serving_shapes(settings.params))
+            model.serving_shapes(settings.params, plan.data.x_shape))
     return Result(model_dir=settings.model_dir, metrics=metrics, export_path=export_path,
                   seconds=time.monotonic() - start, throughput=progress.throughput,
                   max_steps=settings.max_steps, task_type=_task_type(settings))

@@ -50,6 +50,15 @@ CATALOGUE = [
      r"'max_steps'\?\)\. Received: unknown key 'max_step'"),
     ("config-bad-value", ["--config", "{tmp}/v.yaml"], {}, {"v.yaml": "max_steps: many\n"},
      r"max_steps must be a positive int\. Received: max_steps='many'"),
+    ("data-missing", ["--train-data", "{tmp}/nope.csv"], {}, {},
+     r"train_data must be CSV or TFRecord files in the layout of docs/input\.md: file_pattern "
+     r"matched no file\. Received: '.*nope\.csv'"),
+    ("data-unknown-format", ["--train-data", "{tmp}/train.txt"], {}, {"train.txt": "1,2\n"},
+     r"train_data must be CSV or TFRecord files .*file_format must be given"),
+    ("data-no-label", ["--train-data", "{tmp}/t.csv"], {}, {"t.csv": "a,b\n1,2\n"},
+     r"train_data must be CSV or TFRecord files .*label"),
+    ("eval-data-without-train-data", ["--eval-data", "{tmp}/e.csv"], {}, {},
+     r"eval_data needs train_data \(the built-in data has its own eval set\)"),
     ("model-dir-other-model", ["--model", "lstm", "--model-dir", "{recorded}"], {}, {},
      r"model must match the run recorded in .*run\.json \('dense'\) to resume it; use a new "
      r"--model-dir for another model\. Received: model='lstm'"),

@@ -13,7 +13,8 @@ def test_builtin_model_exports_through_its_serving_shapes(name, model_fn):
     model = MODELS[name]
     assert model.model_fn is model_fn
     with tf.Graph().as_default():
-        receiver = serving_input_receiver_fn(model.serving_shapes(model.params))()
+        x_shape = model.train_data().features["x"].shape[1:]
+        receiver = serving_input_receiver_fn(model.serving_shapes(model.params, x_shape))()
         spec = model.model_fn(receiver.features, None, tf.estimator.ModeKeys.PREDICT,
                               dict(model.params))
     outputs = spec.export_outputs["serving_default"].outputs

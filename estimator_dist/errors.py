@@ -4,6 +4,7 @@ Every message follows one format: the thing, the rule, and what was received, e.
 ``num_replicas must be a positive int. Received: num_replicas=0``. The CLI prints a
 ``UsageError`` as one line on stderr and exits with code 2.
 """
+import os
 
 
 class UsageError(ValueError):
@@ -17,3 +18,10 @@ def check_positive_int(name, value, *, allow_none=False):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(f"{name} must be a positive int. Received: {name}={value!r}")
     return value
+
+
+def check_existing_dir(name, path):
+    """Returns ``path`` if it is an existing directory, else raises."""
+    if not isinstance(path, str) or not os.path.isdir(path):
+        raise UsageError(f"{name} must be an existing directory. Received: {name}={path!r}")
+    return path

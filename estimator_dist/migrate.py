@@ -26,7 +26,7 @@ import tempfile
 from typing import Callable
 
 from estimator_dist import cli, logs, run_record
-from estimator_dist.errors import UsageError
+from estimator_dist.errors import UsageError, check_existing_dir
 
 _PROG = "python -m estimator_dist.migrate"
 _LEGACY_SUFFIXES = (".h5", ".hdf5")
@@ -173,9 +173,7 @@ def latest_checkpoint(model_dir):
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    if not os.path.isdir(model_dir):
-        raise UsageError(f"model_dir must be an existing directory. "
-                         f"Received: model_dir={model_dir!r}")
+    check_existing_dir("model_dir", model_dir)
     path = tf.train.latest_checkpoint(model_dir)
     if path is None:
         raise UsageError(f"model_dir must hold a checkpoint (train into it first). "
@@ -305,9 +303,7 @@ def migrate_parser(subparsers=None):
 
 def _validate_migrate_args(args):
     """Checks the flags before TensorFlow is imported; returns the absolute output path."""
-    if not os.path.isdir(args.model_dir):
-        raise UsageError(f"model_dir must be an existing directory. "
-                         f"Received: model_dir={args.model_dir!r}")
+    check_existing_dir("model_dir", args.model_dir)
     output = _check_output(args.output, args.overwrite)
     model_dir = os.path.abspath(args.model_dir)
     if os.path.commonpath([output, model_dir]) == model_dir:

@@ -10,7 +10,7 @@ import os
 import sys
 
 from estimator_dist import cli, logs, run_record
-from estimator_dist.errors import UsageError
+from estimator_dist.errors import UsageError, check_existing_dir
 
 _PROG = "python -m estimator_dist.report"
 _TRAIN_TAG = "loss"
@@ -29,9 +29,7 @@ def report_parser():
 
 
 def _validate_report_args(args):
-    if not os.path.isdir(args.model_dir):
-        raise UsageError(f"model_dir must be an existing directory. "
-                         f"Received: model_dir={args.model_dir!r}")
+    check_existing_dir("model_dir", args.model_dir)
     output = args.output or os.path.join(args.model_dir, "curves.png")
     if not output.lower().endswith(".png"):
         raise UsageError(f"output must be a .png path. Received: output={output!r}")

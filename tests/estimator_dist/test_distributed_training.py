@@ -116,3 +116,36 @@ def test_basic_lstm_model_fn_unchanged_under_mirrored(model_dir, replicas):
     before = _loss(estimator, input_fn)
     estimator.train(input_fn, max_steps=40)
     assert _loss(estimator, input_fn) < 0.8 * before
+
+
+def _on_read_model_fn(features, labels, mode, params):
+    """Phase "write": replica 0's copy of v holds 10, replica 1's 0 (their SUM: 10).
+    Phase "read": w records what replica 0's copy of v holds after a restore."""
+    del labels  # Unused.
+    v1 = tf.compat.v1
+    per_replica = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
+                       aggregation=tf.VariableAggregation.SUM)
+    v = v1.get_variable("v", [], initializer=v1.zeros_initializer(), **per_replica)
+    w = v1.get_variable("w", [], initializer=v1.zeros_initializer(), **per_replica)
+    kernel = v1.get_variable("kernel", [tf1_models.NUM_FEATURES, 1])
+    loss = tf.reduce_mean(tf.matmul(features["x"], kernel))
+    first = tf.cast(tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group, 0),
+                    tf.float32)
+    update = (v.assign(10.0 * first) if params["phase"] == "write"
+              else w.assign(v.read_value() * first))
+    step = v1.assign_add(v1.train.get_global_step(), 1)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=tf.group(update, step))
+
+
+def test_on_read_sum_variable_restores_sum_divided_by_replicas(model_dir):
+    """The fact behind the LSTM's mirrored stream state (docs/models.md): a checkpoint
+    holds the SUM of the copies, and a restore gives every copy SUM / replicas."""
+    x, y = tf1_models.regression_data()
+    input_fn = tf1_models.context_input_fn(x, y, global_batch_size=16)
+    config = estimator_dist.make_run_config("mirrored", num_replicas=2, model_dir=model_dir)
+    for phase, steps in (("write", 1), ("read", 2)):
+        estimator = tf.estimator.Estimator(_on_read_model_fn, config=config,
+                                           params={"phase": phase})
+        estimator.train(input_fn, max_steps=steps)
+    assert estimator.get_variable_value("v") == pytest.approx(10.0)  # The saved SUM.
+    assert estimator.get_variable_value("w") == pytest.approx(5.0)  # Replica 0 got 10 / 2.

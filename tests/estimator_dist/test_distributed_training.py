@@ -149,3 +149,16 @@ def test_on_read_sum_variable_restores_sum_divided_by_replicas(model_dir):
         estimator.train(input_fn, max_steps=steps)
     assert estimator.get_variable_value("v") == pytest.approx(10.0)  # The saved SUM.
     assert estimator.get_variable_value("w") == pytest.approx(5.0)  # Replica 0 got 10 / 2.
+
+
+def test_session_config_without_device_count_drops_replicas(model_dir):
+    """The fact behind session_config(): a plain ConfigProto loses the logical CPUs."""
+    x, y = tf1_models.regression_data()
+    strategy = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+    config = tf.estimator.RunConfig(model_dir=model_dir, train_distribute=strategy,
+                                    session_config=tf.compat.v1.ConfigProto())
+    estimator = tf.estimator.Estimator(tf1_models.regression_model_fn, config=config,
+                                       params={"learning_rate": 0.1})
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Cannot assign a device.*CPU:1"):
+        estimator.train(tf1_models.context_input_fn(x, y, 16), max_steps=2)

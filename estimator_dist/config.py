@@ -14,7 +14,8 @@ import yaml
 from estimator_dist.errors import UsageError, check_positive_int
 
 MODELS = ("dense", "lstm")
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+STRATEGIES = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
+CLUSTER_STRATEGIES = ("multi_worker", "parameter_server")  # Tasks from TF_CONFIG.
 
 _POSITIVE_INTS = ("num_replicas", "max_steps", "batch_size", "save_checkpoints_steps",
                   "eval_steps", "collective_timeout")

@@ -80,8 +80,9 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     Args:
       strategy: "default" (no distribution), "mirrored" (GPUs, or logical CPU devices
         when there is no GPU), "multi_worker" (``MultiWorkerMirroredStrategy`` from
-        ``TF_CONFIG``) or "tpu" (``TPUEstimator`` wiring; build the Estimator with
-        ``estimator_dist.make_estimator``).
+        ``TF_CONFIG``), "parameter_server" (asynchronous training with variables on the
+        ``ps`` tasks of ``TF_CONFIG``) or "tpu" (``TPUEstimator`` wiring; build the
+        Estimator with ``estimator_dist.make_estimator``).
       num_replicas: replicas for "mirrored" (default: every GPU, else 2 CPU devices);
         TPU shards for "tpu".
       model_dir: where checkpoints and events go.
@@ -94,7 +95,7 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
 
     Raises:
       UsageError (a ValueError): an unknown strategy, a bad ``num_replicas``, a bad
-        ``TF_CONFIG`` under "multi_worker", or no TPU under "tpu".
+        ``TF_CONFIG`` under "multi_worker" or "parameter_server", or no TPU under "tpu".
       RuntimeError: "mirrored" on CPU after the TF runtime started with fewer devices.
     """
     for key in ("train_distribute", "eval_distribute"):

@@ -57,6 +57,11 @@ class _MultiWorkerMirroredStrategy(_InputChecksMixin, tf.distribute.MultiWorkerM
     """``tf.distribute.MultiWorkerMirroredStrategy`` whose input_fn results are checked."""
 
 
+class _ParameterServerStrategy(_InputChecksMixin,
+                               tf.compat.v1.distribute.experimental.ParameterServerStrategy):
+    """The v1 ``ParameterServerStrategy`` (RunConfig refuses the v2 one), input checked."""
+
+
 def cpu_device_count():
     """Returns how many logical CPU devices the runtime has or will have.
 
@@ -142,14 +147,35 @@ def _multi_worker(num_replicas, options):
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
+def _parameter_server(num_replicas, options):
+    del options  # build() accepts none for this strategy.
+    if num_replicas not in (None, 1):
+        raise UsageError(
+            "num_replicas must be 1 or None for strategy 'parameter_server' (add workers to "
+            f"TF_CONFIG instead). Received: num_replicas={num_replicas!r}")
+    tf_config = cluster.tf_config_from_env()
+    missing = [t for t in ("chief", "ps") if t not in tf_config.cluster]
+    if missing:
+        raise UsageError(
+            "TF_CONFIG must list 'chief' and 'ps' tasks for strategy 'parameter_server' "
+            "(`python -m estimator_dist.launch --ps N` adds them). Received: cluster task "
+            f"types {sorted(tf_config.cluster)}")
+    if tf_config.task_type == "evaluator":
+        # The evaluator reads checkpoints alone, as in any Estimator cluster with a chief.
+        return StrategySetup(cpu_devices=cpu_device_count())
+    strategy = _ParameterServerStrategy()
+    return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
+
+
 _STRATEGIES = {
     "default": _default,
     "mirrored": _mirrored,
     "multi_worker": _multi_worker,
+    "parameter_server": _parameter_server,
 }
 
 # "tpu" is wired through TPUEstimator's own RunConfig (see run_config.py), not a strategy.
-STRATEGY_NAMES = ("default", "mirrored", "multi_worker", "tpu")
+STRATEGY_NAMES = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
 
 
 def build(name, num_replicas=None, **options):

@@ -13,7 +13,7 @@ import time
 import tensorflow as tf
 
 from estimator_dist import cluster, events, export, hooks, run_record
-from estimator_dist.config import RunSettings
+from estimator_dist.config import CLUSTER_STRATEGIES, RunSettings
 from estimator_dist.errors import UsageError
 from estimator_dist.estimator import make_estimator, tpu_input_fn
 from estimator_dist.models import MODELS
@@ -35,7 +35,7 @@ class Result:
     seconds: float  # Wall time of the whole run.
     throughput: hooks.Throughput  # None when training had no step left to run.
     max_steps: int
-    task_type: str = None  # The TF_CONFIG task type under multi_worker, else None.
+    task_type: str = None  # The TF_CONFIG task type of a cluster strategy, else None.
 
 
 def default_model_dir(model, now=None):
@@ -83,6 +83,8 @@ def _run_config(settings):
 def _num_replicas(settings, config):
     if settings.strategy == "multi_worker":
         return cluster.tf_config_from_env().num_workers
+    if settings.strategy == "parameter_server":
+        return 1  # Workers step asynchronously, each on a whole batch.
     if settings.strategy == "tpu":
         return config.tpu_config.num_shards or 1
     return config.train_distribute.num_replicas_in_sync if config.train_distribute else 1
@@ -154,13 +156,13 @@ def _data(model, settings):
 
 
 def _is_chief(settings):
-    if settings.strategy != "multi_worker":
+    if settings.strategy not in CLUSTER_STRATEGIES:
         return True
     return cluster.tf_config_from_env().is_chief
 
 
 def _task_type(settings):
-    if settings.strategy != "multi_worker":
+    if settings.strategy not in CLUSTER_STRATEGIES:
         return None
     return cluster.tf_config_from_env().task_type
 
@@ -200,16 +202,25 @@ def _eval_stops(start, max_steps, every):
     return list(range((start // every + 1) * every, max_steps, every)) + [max_steps]
 
 
+def _final_eval(model_dir, max_steps):
+    """The eval metrics at ``max_steps`` written by the cluster's evaluator, or {} while
+    the evaluator has not reached it (its own summary reports them then)."""
+    metrics = events.last_values(os.path.join(model_dir, "eval"))
+    return metrics if metrics.get("global_step", 0) >= max_steps else {}
+
+
 def _train(estimator, settings, train_fn, eval_fn, progress):
     """Trains and evaluates; returns the last metrics this process saw."""
-    if settings.strategy == "multi_worker":
+    if settings.strategy in CLUSTER_STRATEGIES:
+        # A lost peer is fatal to collectives; parameter servers recover by design.
+        peer = [PeerFailureHook()] if settings.strategy == "multi_worker" else []
         tf.estimator.train_and_evaluate(
             estimator,
             tf.estimator.TrainSpec(train_fn, max_steps=settings.max_steps,
-                                   hooks=[progress, PeerFailureHook()]),
+                                   hooks=[progress] + peer),
             tf.estimator.EvalSpec(eval_fn, steps=settings.eval_steps,
                                   throttle_secs=_EVAL_THROTTLE_SECONDS, start_delay_secs=0))
-        return events.last_values(os.path.join(estimator.model_dir, "eval"))
+        return _final_eval(estimator.model_dir, settings.max_steps)
     metrics = {}
     for stop in _eval_stops(_checkpoint_step(estimator.model_dir), settings.max_steps,
                             settings.save_checkpoints_steps):

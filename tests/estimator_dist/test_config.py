@@ -27,7 +27,7 @@ def test_from_dict_not_mapping_refused():
     ("max_steps", 0, "a positive int"),
     ("batch_size", "64", "a positive int"),
     ("model", "cnn", "one of dense, lstm"),
-    ("strategy", "mirror", "one of default, mirrored, multi_worker, tpu"),
+    ("strategy", "mirror", "one of default, mirrored, multi_worker, parameter_server, tpu"),
     ("model_dir", "", "a non-empty string"),
     ("export", "yes", "true or false"),
     ("seed", -1, "a non-negative int"),

@@ -52,6 +52,18 @@ def test_multi_worker_two_workers_and_evaluator(python_run, model_dir):
     assert len(os.listdir(os.path.join(model_dir, "export"))) == 1  # Only the chief exports.
 
 
+def test_parameter_server_chief_worker_ps_and_evaluator(python_run, model_dir):
+    result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--ps", "1",
+                         "--evaluator", "--timeout", "300", "--", sys.executable] + _TRAIN +
+                        ["--strategy", "parameter_server", "--max-steps", "100",
+                         "--model-dir", model_dir], timeout=360)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert os.path.exists(os.path.join(model_dir, "model.ckpt-100.index"))
+    evaluator = [line for line in result.stdout.splitlines() if line.startswith("[evaluator 0]")]
+    assert any("accuracy" in line and "(step 100)" in line for line in evaluator), evaluator
+    assert len(os.listdir(os.path.join(model_dir, "export"))) == 1  # Only the chief exports.
+
+
 def test_runtime_started_with_fewer_devices_error_says_what_to_do(python_run):
     code = ("import tensorflow as tf; tf.constant(1.0) + 1.0\n"
             "import estimator_dist\n"

@@ -9,7 +9,8 @@ from estimator_dist import run_config
 
 
 def test_strategy_unknown_lists_valid_names():
-    with pytest.raises(ValueError, match=r"'default', 'mirrored', 'multi_worker', 'tpu'.*"
+    with pytest.raises(ValueError, match=r"'default', 'mirrored', 'multi_worker', "
+                                         r"'parameter_server', 'tpu'.*"
                                          r"Received: strategy='mirorred'"):
         estimator_dist.make_run_config("mirorred")
 
@@ -55,7 +56,7 @@ def test_num_replicas_not_positive_int_rejected(value):
         estimator_dist.make_run_config("mirrored", num_replicas=value)
 
 
-@pytest.mark.parametrize("strategy", ["default", "multi_worker"])
+@pytest.mark.parametrize("strategy", ["default", "multi_worker", "parameter_server"])
 def test_num_replicas_above_one_rejected_without_replicas(strategy):
     with pytest.raises(ValueError, match=f"num_replicas must be 1 or None for strategy '{strategy}'"):
         estimator_dist.make_run_config(strategy, num_replicas=2)
@@ -89,6 +90,24 @@ def test_multi_worker_bad_tf_config_names_tf_config(monkeypatch, text, fault):
         monkeypatch.setenv("TF_CONFIG", text)
     with pytest.raises(ValueError, match=fault):
         estimator_dist.make_run_config("multi_worker")
+
+
+@pytest.mark.parametrize("cluster_spec", [{"worker": ["127.0.0.1:1"]},
+                                          {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}])
+def test_parameter_server_without_ps_or_chief_names_tf_config(monkeypatch, cluster_spec):
+    task = {"type": "worker", "index": 0}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster_spec, "task": task}))
+    with pytest.raises(ValueError, match=r"TF_CONFIG must list 'chief' and 'ps' tasks for "
+                                         r"strategy 'parameter_server'"):
+        estimator_dist.make_run_config("parameter_server")
+
+
+def test_parameter_server_evaluator_reads_checkpoints_alone(monkeypatch):
+    spec = {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": spec,
+                                                "task": {"type": "evaluator", "index": 0}}))
+    config = estimator_dist.make_run_config("parameter_server")
+    assert config.train_distribute is None and config.task_type == "evaluator"
 
 
 def test_tpu_without_tpu_raises_one_sentence(monkeypatch):

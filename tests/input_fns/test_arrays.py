@@ -52,3 +52,11 @@ def test_from_arrays_batch_size_zero_raises():
 def test_from_arrays_ragged_row_counts_raise():
     with pytest.raises(ValueError, match=r"same number of rows. Received: row counts \[2, 3\]"):
         input_fns.from_arrays(np.zeros((3, 1)), np.zeros(2), batch_size=1)
+
+
+def test_from_arrays_batch_not_divisible_by_replicas_raises():
+    """The fact docs/input.md states: TensorFlow refuses a global batch that does not
+    split evenly over the replicas."""
+    input_fn = input_fns.from_arrays(np.zeros((40, 2), np.float32), batch_size=10)
+    with pytest.raises(ValueError, match=r"not divisible by `num_replicas_in_sync` 4"):
+        input_fn(input_context=context(1, 0, 4))

@@ -99,12 +99,15 @@ def setup_cpu_replicas(num_devices):
             "runs, e.g. at the top of your script.") from None
 
 
+def _check_one_replica(strategy, num_replicas, hint=""):
+    if num_replicas not in (None, 1):
+        raise UsageError(f"num_replicas must be 1 or None for strategy '{strategy}'{hint}. "
+                         f"Received: num_replicas={num_replicas!r}")
+
+
 def _default(num_replicas, options):
     del options  # build() accepts none for this strategy.
-    if num_replicas not in (None, 1):
-        raise UsageError(
-            "num_replicas must be 1 or None for strategy 'default'. "
-            f"Received: num_replicas={num_replicas!r}")
+    _check_one_replica("default", num_replicas)
     return StrategySetup(cpu_devices=cpu_device_count())
 
 
@@ -129,10 +132,8 @@ def _mirrored(num_replicas, options):
 
 
 def _multi_worker(num_replicas, options):
-    if num_replicas not in (None, 1):
-        raise UsageError(
-            "num_replicas must be 1 or None for strategy 'multi_worker' (one replica per "
-            f"worker process; add workers to TF_CONFIG instead). Received: num_replicas={num_replicas!r}")
+    _check_one_replica("multi_worker", num_replicas,
+                       " (one replica per worker process; add workers to TF_CONFIG instead)")
     if cluster.tf_config_from_env().task_type == "evaluator":
         # The evaluator trains nothing, but Estimator routes it through the distribute
         # coordinator only when train_distribute is set; MultiWorkerMirroredStrategy
@@ -149,10 +150,7 @@ def _multi_worker(num_replicas, options):
 
 def _parameter_server(num_replicas, options):
     del options  # build() accepts none for this strategy.
-    if num_replicas not in (None, 1):
-        raise UsageError(
-            "num_replicas must be 1 or None for strategy 'parameter_server' (add workers to "
-            f"TF_CONFIG instead). Received: num_replicas={num_replicas!r}")
+    _check_one_replica("parameter_server", num_replicas, " (add workers to TF_CONFIG instead)")
     tf_config = cluster.tf_config_from_env()
     missing = [t for t in ("chief", "ps") if t not in tf_config.cluster]
     if missing:

@@ -190,8 +190,12 @@ def _announce(stream, settings, replicas):
               f"{settings.max_steps}: nothing to train", file=stream, flush=True)
         return
     verb = f"Resuming {settings.model} at step {start}" if start else f"Training {settings.model}"
-    print(f"{verb} to step {settings.max_steps}: global batch {settings.batch_size} over "
-          f"{replicas} replica{'s' if replicas > 1 else ''} (strategy {settings.strategy}), "
+    if settings.strategy == "parameter_server":
+        batch = f"batch {settings.batch_size} per worker step, asynchronous"
+    else:
+        batch = (f"global batch {settings.batch_size} over {replicas} "
+                 f"replica{'s' if replicas > 1 else ''}")
+    print(f"{verb} to step {settings.max_steps}: {batch} (strategy {settings.strategy}), "
           f"model dir {settings.model_dir}", file=stream, flush=True)
 
 

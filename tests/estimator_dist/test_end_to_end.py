@@ -61,6 +61,7 @@ def test_parameter_server_chief_worker_ps_and_evaluator(python_run, model_dir):
     assert os.path.exists(os.path.join(model_dir, "model.ckpt-100.index"))
     evaluator = [line for line in result.stdout.splitlines() if line.startswith("[evaluator 0]")]
     assert any("accuracy" in line and "(step 100)" in line for line in evaluator), evaluator
+    assert "batch 128 per worker step, asynchronous (strategy parameter_server)" in result.stdout
     assert len(os.listdir(os.path.join(model_dir, "export"))) == 1  # Only the chief exports.
 
 

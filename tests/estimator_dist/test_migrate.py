@@ -5,7 +5,6 @@ Estimator's predictions), fed the same inputs as the Keras model that
 ``tf.keras.models.load_model`` reads back.
 """
 import glob
-import hashlib
 import io
 import os
 
@@ -17,7 +16,7 @@ import model_fns
 from estimator_dist import _keras_lstm, migrate, run_record, training
 from estimator_dist.config import RunSettings
 from estimator_dist.errors import UsageError
-from tests.estimator_dist.train_support import keep_tf_logging  # noqa: F401
+from tests.estimator_dist.train_support import keep_tf_logging, snapshot  # noqa: F401
 
 # migrate.main lowers TensorFlow's log levels, as the CLI does; put them back after each test.
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")
@@ -54,18 +53,6 @@ def _lstm_features(rng, *, batch=4, time=7, state_size=_NUM_UNITS):
 def _max_difference(estimator_outputs, keras_outputs, names):
     return max(np.abs(np.asarray(estimator_outputs[n]) - np.asarray(keras_outputs[n])).max()
                for n in names)
-
-
-def _tree(directory):
-    """Every file under ``directory`` with its size, mtime and content hash."""
-    found = {}
-    for root, _, files in os.walk(directory):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as file:
-                digest = hashlib.sha256(file.read()).hexdigest()
-            found[os.path.relpath(path, directory)] = (os.stat(path).st_mtime_ns, digest)
-    return found
 
 
 # --- Weight conversion ---------------------------------------------------------------------
@@ -206,13 +193,13 @@ def test_to_keras_without_run_record_matches_predictions(tmp_path, extra_params,
 @pytest.mark.slow
 def test_migrate_cli_leaves_model_dir_unchanged(lstm_run, tmp_path, python_run):
     model_dir, _ = lstm_run
-    before = _tree(model_dir)
+    before = snapshot(model_dir)
     output = str(tmp_path / "out")
     result = python_run(["-m", "estimator_dist.migrate", "--model-dir", model_dir,
                          "--output", output], timeout=120)
     assert result.returncode == 0, result.stderr
     assert "inputs x, state_c, state_h; outputs logits, state_c, state_h" in result.stdout
-    assert _tree(model_dir) == before
+    assert snapshot(model_dir) == before
     serving = tf.saved_model.load(output).signatures["serving_default"]
     assert sorted(serving.structured_input_signature[1]) == ["state_c", "state_h", "x"]
     assert sorted(serving.structured_outputs) == ["logits", "state_c", "state_h"]

@@ -32,11 +32,12 @@ def run_main(argv, capsys):
 
 
 def snapshot(directory):
-    """relative path -> sha1 of every file under ``directory``."""
+    """relative path -> (mtime, sha1) of every file under ``directory``."""
     found = {}
     for root, _, files in os.walk(directory):
         for name in files:
             path = os.path.join(root, name)
             with open(path, "rb") as file:
-                found[os.path.relpath(path, directory)] = hashlib.sha1(file.read()).hexdigest()
+                digest = hashlib.sha1(file.read()).hexdigest()
+            found[os.path.relpath(path, directory)] = (os.stat(path).st_mtime_ns, digest)
     return found

@@ -32,7 +32,7 @@ setup(
     ],
     extras_require={
         "report": ["matplotlib>=3.5"],
-        "test": ["pytest>=7", "pytest-timeout>=2.1", "matplotlib>=3.5"],
+        "test": ["pytest>=7", "pytest-timeout>=2.1", "matplotlib>=3.5", "pandas>=1.3,<3"],
     },
     entry_points={
         "console_scripts": [

@@ -17,14 +17,22 @@ _EXPORTS = {
     "make_run_config": "estimator_dist.run_config",
     "TPURunConfig": "estimator_dist.run_config",
     "make_estimator": "estimator_dist.estimator",
+    "LoopEstimator": "estimator_dist.steps_per_run",
     "tpu_input_fn": "estimator_dist.estimator",
     "setup_cpu_replicas": "estimator_dist.strategies",
     "GlobalBatchWarning": "estimator_dist.input_checks",
     "UsageError": "estimator_dist.errors",
     "parse_tf_config": "estimator_dist.cluster",
+    "resolve_cluster": "estimator_dist.cluster_sources",
+    "RendezvousError": "estimator_dist.rendezvous",
     "PeerFailureHook": "estimator_dist.peer_failure",
     "PeerLostError": "estimator_dist.peer_failure",
+    "PreemptionHook": "estimator_dist.preemption",
+    "Preempted": "estimator_dist.preemption",
+    "ReplicaDivergenceError": "estimator_dist.divergence",
     "to_keras": "estimator_dist.migrate",
+    "load_mapping": "estimator_dist.checkpoint_mapping",
+    "convert_checkpoint": "estimator_dist.checkpoint_mapping",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -17,10 +17,10 @@ units first. Zeros are the state before any input.
 import numpy as np
 import tensorflow as tf
 
-FORGET_BIAS = 1.0
+from model_fns import LSTM_FORGET_BIAS
 
 
-def keras_lstm_weights(kernel, bias, *, input_dim, forget_bias=FORGET_BIAS):
+def keras_lstm_weights(kernel, bias, *, input_dim, forget_bias=LSTM_FORGET_BIAS):
     """The ``[kernel, recurrent_kernel, bias]`` of a Keras LSTM computing a BasicLSTMCell.
 
     Args:

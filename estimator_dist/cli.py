@@ -1,13 +1,21 @@
-"""What every ``python -m estimator_dist.*`` command shares: one-line errors, exit code 2.
+"""What every ``python -m estimator_dist.*`` command shares: its parser, and one entry,
+``run``, that owns the exit codes.
 
-A bad flag value or a ``UsageError`` from the command is one line on stderr,
-``PROG: error: ...``, and exit code 2, with no traceback.
+Every command has one shape: ``NAME_parser(subparsers=None)`` (built by
+``command_parser``), ``NAME_command(args)`` returning the exit code, and
+``main(argv=None)`` calling ``run``. A bad flag value or a ``UsageError`` from the
+command is one line on stderr, ``PROG: error: ...``, and exit code 2, with no traceback;
+an ``EnvironmentFault`` (the machine's fault, e.g. a full disk) is one line and exit code
+1; SIGINT (and SIGTERM where a command turns it into ``Terminated``) is one line and
+``128 + signal``; a closed stdout (``| head``) ends the command quietly.
 """
 import argparse
+import os
+import signal
 import sys
 
 from estimator_dist.config import nearest_hint
-from estimator_dist.errors import UsageError
+from estimator_dist.errors import EnvironmentFault, UsageError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -41,16 +49,44 @@ positive_int = _int_at_least(1, "positive")
 non_negative_int = _int_at_least(0, "non-negative")
 
 
-def run(parser, command, argv=None):
-    """Parses ``argv`` and runs ``command(args)``; a ``UsageError`` becomes one line and 2.
+class Terminated(BaseException):
+    """Raised by a command's SIGTERM handler; ``run`` ends the command in one line."""
 
-    With ``--verbose`` (where a command has it) the error is raised with its traceback.
+
+def raise_terminated(signum, frame):
+    """A SIGTERM handler that raises ``Terminated``."""
+    del signum, frame  # Unused.
+    raise Terminated()
+
+
+def command_parser(name, description, subparsers=None):
+    """The parser of command ``name``: standalone (``python -m estimator_dist.NAME``), or
+    added to ``subparsers``."""
+    if subparsers is None:
+        return OneLineParser(prog=f"python -m estimator_dist.{name}", description=description)
+    return subparsers.add_parser(name, description=description)
+
+
+def run(parser, command, argv=None, *, interrupted_note=None):
+    """Parses ``argv``, runs ``command(args)`` and returns the process exit code.
+
+    With ``--verbose`` (where a command has it) a user error is raised with its traceback.
+    ``interrupted_note`` follows the one line printed when a signal interrupts the command.
     """
     args = parser.parse_args(argv)
     try:
         return command(args)
-    except UsageError as error:
+    except (UsageError, EnvironmentFault) as error:
         if getattr(args, "verbose", False):
             raise
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(error, EnvironmentFault) else 2
+    except (KeyboardInterrupt, Terminated) as error:
+        name = "SIGTERM" if isinstance(error, Terminated) else "SIGINT"
+        note = f"; {interrupted_note}" if interrupted_note else ""
+        print(f"{parser.prog}: interrupted by {name}{note}", file=sys.stderr)
+        return 128 + signal.Signals[name]
+    except BrokenPipeError:
+        # Whoever read stdout left (e.g. `| head`): stop without a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -5,7 +5,6 @@ gives one sentence naming the fault instead of a hang or a deep stack trace.
 """
 import dataclasses
 import json
-import os
 
 from estimator_dist.errors import UsageError
 
@@ -60,10 +59,18 @@ def _parse_cluster(config):
                 or not all(isinstance(a, str) and ":" in a for a in addresses)):
             raise _fault("cluster entries must be non-empty lists of 'host:port' strings",
                          f"{task_type}={addresses!r}")
+        for address in addresses:
+            _check_port(task_type, address)
     if "master" in spec and "chief" in spec:
         raise _fault("must not have both 'master' and 'chief' in the cluster",
                      f"cluster task types {sorted(spec)}")
     return spec
+
+
+def _check_port(task_type, address):
+    port = address.rsplit(":", 1)[1]
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise _fault("cluster ports must be ints in [1, 65535]", f"{task_type} {address!r}")
 
 
 def _parse_task(config, spec):
@@ -111,9 +118,11 @@ def parse_tf_config(text):
 
 
 def tf_config_from_env(environ=None):
-    """Returns the validated ``TF_CONFIG`` of this process's environment."""
-    environ = os.environ if environ is None else environ
-    return parse_tf_config(environ.get("TF_CONFIG", ""))
+    """Returns this task's validated cluster, from ``TF_CONFIG`` or a cluster manager's
+    variables (see ``cluster_sources``), and leaves it in ``environ["TF_CONFIG"]``."""
+    from estimator_dist import cluster_sources  # pylint: disable=import-outside-toplevel
+
+    return cluster_sources.use_cluster(environ)
 
 
 def local_cluster(ports, num_workers, num_ps=0, evaluator=False):
@@ -123,16 +132,61 @@ def local_cluster(ports, num_workers, num_ps=0, evaluator=False):
       (cluster, tasks): the cluster dict and the ordered list of (task_type, index).
     """
     ports = iter(ports)
-    spec = {"worker": [f"127.0.0.1:{next(ports)}" for _ in range(num_workers)]}
-    tasks = [("worker", i) for i in range(num_workers)]
-    if num_ps:
+    workers = [f"127.0.0.1:{next(ports)}" for _ in range(num_workers)]
+    spec, tasks, _ = cluster_layout(workers, [f"127.0.0.1:{next(ports)}" for _ in range(num_ps)],
+                                    evaluator)
+    return spec, tasks
+
+
+def cluster_layout(workers, ps, evaluator=False):
+    """Lays out training workers (the first is the chief) and parameter servers.
+
+    Args:
+      workers: the workers' "host:port" addresses, the chief's first.
+      ps: the parameter servers' addresses (may be empty).
+      evaluator: whether an evaluator task runs (outside the cluster, as most launchers
+        and TensorFlow allow).
+
+    Returns:
+      (cluster, tasks, addresses): the cluster dict, the ordered list of
+      (task_type, index), and each task's address (None for the evaluator).
+    """
+    spec = {"worker": list(workers)}
+    tasks = [("worker", i) for i in range(len(workers))]
+    if ps:
         # Parameter-server training needs an explicit chief; worker 0 becomes it.
         spec["chief"] = [spec["worker"].pop(0)]
-        tasks = [("chief", 0)] + [("worker", i) for i in range(num_workers - 1)]
+        tasks = [("chief", 0)] + [("worker", i) for i in range(len(workers) - 1)]
         if not spec["worker"]:
             del spec["worker"]
-        spec["ps"] = [f"127.0.0.1:{next(ports)}" for _ in range(num_ps)]
-        tasks += [("ps", i) for i in range(num_ps)]
+        spec["ps"] = list(ps)
+        tasks += [("ps", i) for i in range(len(ps))]
+    addresses = [spec[task_type][index] for task_type, index in tasks]
     if evaluator:
         tasks.append(("evaluator", 0))
-    return spec, tasks
+        addresses.append(None)
+    return spec, tasks, addresses
+
+
+def multi_host_cluster(hosts, base_port, workers_per_node, ps_per_node=0, evaluator=False):
+    """Lays out a cluster over ``hosts``, one node each, with a deterministic port scheme.
+
+    Node ``r`` runs ``workers_per_node`` workers on ports ``base_port + r * P + j`` (P =
+    tasks per node) and then ``ps_per_node`` parameter servers on the next ports, so the
+    same host may appear more than once. The first worker of node 0 is the chief; the
+    evaluator, if any, runs on node 0.
+
+    Returns:
+      (cluster, tasks, nodes): the cluster dict, the ordered list of (task_type, index)
+      and the node rank of each task.
+    """
+    per_node = workers_per_node + ps_per_node
+    node_of = {}
+    workers, ps = [], []
+    for rank, host in enumerate(hosts):
+        for slot in range(per_node):
+            address = f"{host}:{base_port + rank * per_node + slot}"
+            node_of[address] = rank
+            (workers if slot < workers_per_node else ps).append(address)
+    spec, tasks, addresses = cluster_layout(workers, ps, evaluator)
+    return spec, tasks, [node_of.get(address, 0) for address in addresses]

@@ -7,20 +7,31 @@ name with the nearest valid key.
 import dataclasses
 import difflib
 import json
+import math
 import pathlib
 
 import yaml
 
+from estimator_dist import strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 
 MODELS = ("dense", "lstm")
-STRATEGIES = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
-CLUSTER_STRATEGIES = ("multi_worker", "parameter_server")  # Tasks from TF_CONFIG.
+STRATEGIES = strategy_table.NAMES
 
 _POSITIVE_INTS = ("num_replicas", "max_steps", "batch_size", "save_checkpoints_steps",
-                  "eval_steps", "collective_timeout")
+                  "eval_steps", "collective_timeout", "rendezvous_timeout", "steps_per_run")
 _OPTIONAL_STRS = ("model_dir", "tpu_name", "export_dir")
 _BOOLS = ("tpu_validate", "export", "verbose")
+# Upper bounds, each named in its error: a global step far past any real run, more
+# replicas than one machine holds, and more evaluations than a run can use.
+MAX_STEPS = 2**31 - 1
+MAX_REPLICAS = 64
+MAX_CHECKPOINTS = 10_000  # max_steps / save_checkpoints_steps: one evaluation each.
+# Settings that do something only in one mode: name -> (the mode's setting, its value).
+_MODE_SETTINGS = {
+    "tpu_name": ("strategy", "tpu"),
+    "export_dir": ("export", True),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +53,8 @@ class RunSettings:
     tpu_name: str = None
     tpu_validate: bool = False
     collective_timeout: int = None
+    rendezvous_timeout: int = None  # None: rendezvous.DEFAULT_TIMEOUT_SECONDS.
+    steps_per_run: int = None  # None: DEFAULT_STEPS_PER_RUN where it applies, else 1.
     export: bool = True
     export_dir: str = None  # None: MODEL_DIR/export.
     verbose: bool = False
@@ -72,6 +85,9 @@ class RunSettings:
         if self.tpu_validate and self.strategy != "tpu":
             raise UsageError("tpu_validate applies to strategy 'tpu' only. "
                              f"Received: strategy={self.strategy!r}")
+        _check_mode_settings(self)
+        _check_bounds(self)
+        _check_finite_params(self.params)
 
     def replace(self, **changes):
         """A copy with ``changes`` applied (and checked)."""
@@ -118,6 +134,42 @@ def merge(*layers):
     return merged
 
 
+def _check_mode_settings(settings):
+    """Refuses a setting that does nothing in the chosen mode, rather than ignoring it."""
+    for name, (mode, wanted) in _MODE_SETTINGS.items():
+        value, chosen = getattr(settings, name), getattr(settings, mode)
+        if value is not None and chosen != wanted:
+            raise UsageError(f"{name} applies to {mode}={wanted!r} only. Received: "
+                             f"{name}={value!r} with {mode}={chosen!r}")
+
+
+def _check_at_most(name, value, limit):
+    if value is not None and value > limit:
+        raise UsageError(f"{name} must be at most {limit:,}. Received: {name}={value}")
+
+
+def _check_bounds(settings):
+    _check_at_most("max_steps", settings.max_steps, MAX_STEPS)
+    _check_at_most("num_replicas", settings.num_replicas, MAX_REPLICAS)
+    every = settings.save_checkpoints_steps
+    if every and settings.max_steps and settings.max_steps // every > MAX_CHECKPOINTS:
+        raise UsageError(
+            f"save_checkpoints_steps must leave at most {MAX_CHECKPOINTS:,} checkpoints (each "
+            f"is evaluated) up to max_steps={settings.max_steps}, so at least "
+            f"{-(-settings.max_steps // MAX_CHECKPOINTS)}. Received: save_checkpoints_steps={every}")
+
+
+def _check_finite_params(params):
+    """Model params that are numbers must be finite (JSON lets NaN and Infinity through)."""
+    if not isinstance(params, dict):
+        return
+    for name, value in params.items():
+        numbers = value if isinstance(value, list) else [value]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
+            raise UsageError(f"params.{name} must be finite numbers. "
+                             f"Received: params.{name}={value!r}")
+
+
 def _check_paths(name, value):
     if value is None:
         return
@@ -132,18 +184,53 @@ def _check_choice(name, value, choices):
         raise UsageError(f"{name} must be one of {', '.join(choices)}. Received: {name}={value!r}")
 
 
+class _PlainLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+    """Safe loading without aliases (an alias bomb expands a few bytes into gigabytes)
+    and without duplicate keys (YAML keeps the last one silently)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases (*{event.anchor}) are not allowed in settings",
+                event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.YAMLError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _json_object(pairs):
+    keys = [key for key, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise ValueError(f"duplicate key {key!r}")
+    return dict(pairs)
+
+
 def load_file(path):
-    """Reads a JSON or YAML settings file (safe loading) into a dict."""
+    """Reads a JSON or YAML settings file into a dict: safe loading, no YAML aliases, no
+    duplicate keys."""
     path = pathlib.Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise UsageError(f"config file must be a readable file. Received: {str(path)!r} "
                          f"({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise UsageError(f"config file must be UTF-8 text. Received: {str(path)!r} (byte "
+                         f"{error.object[error.start]:#04x} at offset {error.start})") from None
     kind = "JSON" if path.suffix == ".json" else "YAML"
     try:
-        values = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        values = (json.loads(text, object_pairs_hook=_json_object) if kind == "JSON"
+                  else yaml.load(text, Loader=_PlainLoader))  # noqa: S506 (a SafeLoader)
+    except (ValueError, yaml.YAMLError) as error:  # JSONDecodeError is a ValueError.
         first = str(error).splitlines()[0]
         raise UsageError(f"config file must be valid {kind}. "
                          f"Received: {str(path)!r} ({first})") from None

@@ -4,6 +4,7 @@ Every message follows one format: the thing, the rule, and what was received, e.
 ``num_replicas must be a positive int. Received: num_replicas=0``. The CLI prints a
 ``UsageError`` as one line on stderr and exits with code 2.
 """
+import errno
 import os
 
 
@@ -25,3 +26,37 @@ def check_existing_dir(name, path):
     if not isinstance(path, str) or not os.path.isdir(path):
         raise UsageError(f"{name} must be an existing directory. Received: {name}={path!r}")
     return path
+
+
+def check_writable_path(name, path, *, is_dir):
+    """Returns ``path`` if it can be written (as a directory when ``is_dir``, else as a file):
+    it is not the other kind, and its nearest existing parent is a writable directory."""
+    path = os.path.abspath(path)
+    if os.path.exists(path) and os.path.isdir(path) != is_dir:
+        kind = "a directory" if is_dir else "a file path"
+        raise UsageError(f"{name} must be {kind}. Received: {name}={path!r} (it is "
+                         f"{'a file' if is_dir else 'a directory'})")
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK):
+        problem = "is a file" if not os.path.isdir(existing) else "is not writable"
+        raise UsageError(f"{name} must be a path that can be written. Received: "
+                         f"{name}={path!r} ({existing!r} {problem})")
+    return path
+
+
+def os_fault(name, error, path=None):
+    """The one-line error for an ``OSError`` while writing ``name`` (at ``path``): the
+    machine's fault when the disk is full, else the path's."""
+    path = error.filename or path
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return EnvironmentFault(f"{name} needs free disk space. Received: {error.strerror} "
+                                f"writing {path}")
+    return UsageError(f"{name} must be a path that can be written. Received: "
+                      f"{path!r} ({error.strerror})")
+
+
+class EnvironmentFault(Exception):
+    """A failure of the machine, not of the user's input (e.g. a full disk): one line on
+    stderr and exit code 1."""

@@ -1,18 +1,43 @@
 """Builds the Estimator for a RunConfig: ``tf.estimator.Estimator`` or ``TPUEstimator``."""
+import functools
+import inspect
+
 import tensorflow as tf
 
+from estimator_dist import steps_per_run as steps_per_run_lib
+from estimator_dist.input_checks import PerReplicaBatchParams
 from estimator_dist.run_config import TPURunConfig
 
+_MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 
-def make_estimator(model_fn, config, params=None, *, batch_size=None, warm_start_from=None):
+
+def make_estimator(model_fn, config, params=None, *, batch_size=None, warm_start_from=None,
+                   steps_per_run=None):
     """Returns the Estimator that runs ``model_fn`` under ``config``.
 
     A plain ``tf.estimator.Estimator`` for every strategy but "tpu"; for "tpu" a
     ``TPUEstimator`` (on CPU when the config asks for ``use_tpu=False``), which needs the
     global ``batch_size``. Input functions for a ``TPUEstimator`` go through
     ``tpu_input_fn`` first.
+
+    A TPUEstimator program runs unchanged on the plain Estimator too: a
+    ``TPUEstimatorSpec`` its model_fn returns becomes an ``EstimatorSpec``
+    (``as_estimator_spec()``), and given ``batch_size`` (global) its input_fn finds
+    ``params["batch_size"]`` = the per-replica batch, as TPUEstimator gives per shard.
+
+    ``steps_per_run`` (default: the config's, see ``make_run_config``; else 1) trains that
+    many steps per ``Session.run`` off TPU (``steps_per_run.LoopEstimator``); on TPU the
+    config's ``iterations_per_loop`` does that.
     """
     if not isinstance(config, TPURunConfig):
+        if batch_size is not None:
+            params = _with_per_replica_batch(params, batch_size, config.train_distribute)
+        model_fn = _estimator_spec_model_fn(model_fn)
+        steps = steps_per_run_lib.steps_per_run_of(config, steps_per_run)
+        if steps > 1:
+            return steps_per_run_lib.LoopEstimator(
+                model_fn, config=config, params=params, warm_start_from=warm_start_from,
+                steps_per_run=steps)
         return tf.estimator.Estimator(model_fn, config=config, params=params,
                                       warm_start_from=warm_start_from)
     if batch_size is None:
@@ -21,6 +46,30 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, warm_start
         model_fn, config=config, params=params, use_tpu=config.use_tpu,
         train_batch_size=batch_size, eval_batch_size=batch_size,
         predict_batch_size=batch_size, warm_start_from=warm_start_from)
+
+
+def _with_per_replica_batch(params, batch_size, strategy):
+    replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+    if batch_size % replicas:
+        raise ValueError(f"batch_size must be a multiple of the {replicas} replicas. "
+                         f"Received: batch_size={batch_size}")
+    return PerReplicaBatchParams(params or {}, batch_size=batch_size // replicas)
+
+
+def _estimator_spec_model_fn(model_fn):
+    """Wraps ``model_fn`` so a ``TPUEstimatorSpec`` it returns becomes an ``EstimatorSpec``."""
+    accepted = inspect.signature(model_fn).parameters
+
+    @functools.wraps(model_fn)
+    def wrapped(features, labels, mode, params, config):
+        given = dict(features=features, labels=labels, mode=mode, params=params, config=config)
+        spec = model_fn(**{name: given[name] for name in _MODEL_FN_ARGS if name in accepted})
+        if isinstance(spec, tf.compat.v1.estimator.tpu.TPUEstimatorSpec):
+            return spec.as_estimator_spec()
+        return spec
+
+    del wrapped.__wrapped__  # Estimator reads the wrapper's own arguments.
+    return wrapped
 
 
 def tpu_input_fn(input_fn):

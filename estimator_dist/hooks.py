@@ -16,7 +16,7 @@ import tqdm
 
 v1 = tf.compat.v1
 
-_PLAIN_LINES = 10  # Plain mode prints about this many lines over a run,
+PLAIN_LINES = 10  # Plain mode prints about this many lines over a run,
 _PLAIN_LINE_SECONDS = 60  # and at least one a minute.
 _BAR_FORMAT = "step {n_fmt}/{total_fmt} |{bar}| {percentage:3.0f}% ETA {remaining}{postfix}"
 
@@ -67,10 +67,11 @@ class ProgressHook(v1.train.SessionRunHook):
       summary_dir: where to write ``examples/sec`` and ``learning_rate``; None for none.
       summary_steps: steps between those summaries.
       learning_rate: the value written as the ``learning_rate`` summary.
+      steps_per_run: global steps one Session.run may take.
     """
 
     def __init__(self, max_steps, batch_size, *, mode, stream, summary_dir=None,
-                 summary_steps=100, learning_rate=None):
+                 summary_steps=100, learning_rate=None, steps_per_run=1):
         self._max_steps = max_steps
         self._batch_size = batch_size
         self._mode = mode
@@ -78,6 +79,7 @@ class ProgressHook(v1.train.SessionRunHook):
         self._summary_dir = summary_dir
         self._summary_steps = summary_steps
         self._learning_rate = learning_rate
+        self._steps_per_run = steps_per_run
         self._fetches = None
         self._bar = None
         self._start_step = self._step = None
@@ -121,17 +123,20 @@ class ProgressHook(v1.train.SessionRunHook):
         return v1.train.SessionRunArgs(self._fetches)
 
     def after_run(self, run_context, run_values):
-        del run_context  # Unused.
-        # The fetched step may be read before this run's increment: count runs instead.
+        # The fetched step may be read before this run's increment: count runs instead,
+        # or read it afresh when one run takes several steps.
+        before = self._step
         self._step = max(self._step + 1, int(run_values.results["step"]))
+        if self._steps_per_run > 1:
+            self._step = int(run_context.session.run(self._fetches["step"]))
         self._loss = run_values.results.get("loss")
         if self._bar is not None:
             self._bar.set_postfix_str(self._rates_text(), refresh=False)
             self._bar.update(self._step - self._bar.n)
-        elif self._mode == "lines" and self._due_plain_line():
+        elif self._mode == "lines" and self._due_plain_line(before):
             self._line_time = time.monotonic()
             print(self._plain_line(), file=self._stream, flush=True)
-        if self._summary_dir and self._step % self._summary_steps == 0:
+        if self._summary_dir and self._step // self._summary_steps > before // self._summary_steps:
             self._write_summaries()
 
     def end(self, session):
@@ -162,12 +167,13 @@ class ProgressHook(v1.train.SessionRunHook):
                 f"{steps_per_second * self._batch_size:,.0f} examples/s, "
                 f"{steps_per_second:.1f} steps/s")
 
-    def _due_plain_line(self):
+    def _due_plain_line(self, before):
         if self._step >= self._max_steps:
             return False  # close() prints the last line.
-        every = max(1, math.ceil((self._max_steps - self._start_step) / _PLAIN_LINES))
+        every = max(1, math.ceil((self._max_steps - self._start_step) / PLAIN_LINES))
         overdue = time.monotonic() - self._line_time >= _PLAIN_LINE_SECONDS
-        return (self._step - self._start_step) % every == 0 or overdue
+        crossed = (self._step - self._start_step) // every > (before - self._start_step) // every
+        return crossed or overdue
 
     def _plain_line(self):
         steps_per_second = self._steps_per_second()

@@ -1,12 +1,22 @@
 """Checks on what a user's ``input_fn`` does under a distribution strategy.
 
-Two mistakes in older Estimator code go wrong quietly or with a bare message under a
+Three habits of older Estimator code go wrong quietly or with a bare message under a
 strategy:
 
 * returning iterator tensors (``make_one_shot_iterator(ds).get_next()``): TensorFlow
   fails with "input_fn must return a tf.data.Dataset or a callable.";
+* returning queue-based tensors (``tf.estimator.inputs.numpy_input_fn`` /
+  ``pandas_input_fn``): the same bare message; ``input_fns.numpy_input_fn`` /
+  ``input_fns.pandas_input_fn`` take the same arguments and return Datasets;
 * ignoring ``input_context``: every replica then receives a whole batch, so the global
   batch is the input_fn's batch times the number of replicas.
+
+An input_fn that sizes its batch by ``params["batch_size"]`` from a
+``PerReplicaBatchParams`` (what ``estimator_dist.make_estimator`` hands it) is sized per
+replica already and is not warned about.
+
+Shapes are read with ``tf.compat.dimension_value`` so the checks also hold under
+``tf.compat.v1.disable_v2_behavior()``, where a dimension is an (unhashable) ``Dimension``.
 """
 import warnings
 
@@ -15,6 +25,7 @@ import tensorflow as tf
 from estimator_dist.errors import UsageError
 
 _warned = set()
+_batch_size_reads = []
 
 
 class GlobalBatchWarning(UserWarning):
@@ -50,17 +61,46 @@ class _WatchedInputContext(tf.distribute.InputContext):
         return super().get_per_replica_batch_size(global_batch_size)
 
 
+class PerReplicaBatchParams(dict):
+    """Estimator ``params`` whose ``"batch_size"`` is already the per-replica batch.
+
+    Reading that key (the TPUEstimator habit) counts as sizing the batch per replica, so
+    such an input_fn gets no ``GlobalBatchWarning``. Estimator deep-copies params before
+    each input_fn call; the copies keep this type and report to the same record.
+    """
+
+    def __getitem__(self, key):
+        if key == "batch_size":
+            _batch_size_reads.append(True)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
 def _static_batch_size(dataset):
     for spec in tf.nest.flatten(dataset.element_spec):
         shape = getattr(spec, "shape", None)
         if shape is not None and shape.rank:
-            return shape[0]
+            return tf.compat.dimension_value(shape[0])  # A Dimension under v1 behaviour.
     return None
+
+
+def _queue_based(result):
+    """True when ``result`` holds tensors dequeued from an input queue (queue runners)."""
+    return any(getattr(t, "op", None) is not None and t.op.type.startswith("QueueDequeue")
+               for t in tf.nest.flatten(result))
 
 
 def _check_result(result):
     if isinstance(result, tf.data.Dataset) or callable(result):
         return
+    if _queue_based(result):
+        raise UsageError(
+            "input_fn must return a tf.data.Dataset under a distribution strategy, and "
+            "tf.estimator.inputs builds queue-based tensors: use input_fns.numpy_input_fn / "
+            "input_fns.pandas_input_fn (same arguments) instead. Received: queue-based "
+            f"{type(result).__name__} of tensors")
     raise UsageError(
         "input_fn must return a tf.data.Dataset under a distribution strategy. Received: "
         f"{type(result).__name__} of tensors; return the Dataset itself instead of "
@@ -91,9 +131,10 @@ def checked_input_fn(input_fn, num_replicas):
 
     def wrapped(input_context):
         watched = _WatchedInputContext(input_context)
+        _batch_size_reads.clear()
         result = input_fn(watched)
         _check_result(result)
-        if not watched.consulted:
+        if not (watched.consulted or _batch_size_reads):
             _warn_whole_batches(result, num_replicas)
         return result
 

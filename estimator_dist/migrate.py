@@ -15,27 +15,30 @@ and its params), builds the equivalent Keras model, copies the weights and saves
   ``BasicLSTMCell`` (``lstm_{i}``), its weights converted as ``_keras_lstm`` describes.
 
 ``D`` is only read, and ``OUT`` appears whole or not at all: the model is saved next to
-it under a temporary name and renamed into place.
+it under a temporary name and renamed into place. Symlinks resolved, ``OUT`` must neither
+be, hold nor lie inside ``D``, and an existing ``OUT`` is replaced (``--overwrite``) only
+when migrate wrote it: every output holds ``MARKER``.
+
+A checkpoint of another model_fn converts through a mapping file instead of ``D``
+(``--checkpoint``, ``--mapping``, ``--keras-model``): see ``checkpoint_mapping``.
 """
-import dataclasses
-import importlib
+import json
 import os
 import shutil
 import sys
 import tempfile
-from typing import Callable
+import zipfile
 
-from estimator_dist import cli, logs, run_record
+from estimator_dist import checkpoint_mapping, cli, logs, run_record
 from estimator_dist.errors import UsageError, check_existing_dir
 
 _PROG = "python -m estimator_dist.migrate"
 _LEGACY_SUFFIXES = (".h5", ".hdf5")
-_DENSE_PARAMS = ("hidden_units", "num_classes", "dropout", "batch_norm")
-_LSTM_PARAMS = ("num_units", "num_classes", "num_layers", "dropout", "task", "num_outputs",
-                "output", "num_streams")
-# Params that shape training only: the Keras model is the same whatever their value.
-_TRAINING_PARAMS = ("learning_rate", "optimizer", "clip_norm")
 _BATCH_NORM_EPSILON = 1e-3  # tf.compat.v1.layers.batch_normalization's default.
+# Written into every output (a file in a SavedModel directory, an entry in a .keras zip):
+# --overwrite replaces only a path that holds it, so migrate never removes what it did not
+# write.
+MARKER = "estimator_dist_migrate.json"
 
 
 class _Checkpoint:
@@ -87,9 +90,10 @@ def _lstm_model(params, checkpoint):
 
     from estimator_dist import _keras_lstm  # pylint: disable=import-outside-toplevel
 
+    import model_fns  # pylint: disable=import-outside-toplevel
+
     num_units, num_layers = params["num_units"], params["num_layers"]
-    scopes = (["rnn/basic_lstm_cell"] if num_layers == 1 else
-              [f"rnn/multi_rnn_cell/cell_{i}/basic_lstm_cell" for i in range(num_layers)])
+    scopes = model_fns.lstm_cell_scopes(num_layers)
     input_dim = checkpoint[f"{scopes[0]}/kernel"].shape[0] - num_units
     x = tf.keras.Input([None, input_dim], name="x")
     state_c = tf.keras.Input([num_layers * num_units], name="state_c")
@@ -110,36 +114,28 @@ def _lstm_model(params, checkpoint):
     return model, weights
 
 
-@dataclasses.dataclass(frozen=True)
-class _Converter:
-    """How one built-in model becomes a Keras model."""
-
-    params: tuple  # The model_fn params the Keras model expresses.
-    build: Callable  # (resolved params, _Checkpoint) -> (Keras model, layer name -> weights).
-    model_fn_module: str  # Where the model_fn's param table (PARAMS) lives.
-
-
-_CONVERTERS = {
-    "dense": _Converter(_DENSE_PARAMS, _dense_model, "model_fns.dense"),
-    "lstm": _Converter(_LSTM_PARAMS, _lstm_model, "model_fns.lstm"),
-}
+# Built-in model (estimator_dist.models) -> how it becomes a Keras model:
+# (resolved params, _Checkpoint) -> (Keras model, layer name -> weights).
+_CONVERTERS = {"dense": _dense_model, "lstm": _lstm_model}
 
 
 def _resolve_params(model, params):
-    """The model_fn's full params (its checks, its defaults), refusing any the Keras
-    conversion cannot express."""
-    from model_fns import _params  # pylint: disable=import-outside-toplevel
+    """The model_fn's full params (its own resolver: its checks, its defaults), refusing
+    any the Keras conversion cannot express."""
+    import model_fns  # pylint: disable=import-outside-toplevel
 
-    converter = _CONVERTERS[model]
-    ignored = _TRAINING_PARAMS + _params.TPU_ESTIMATOR_KEYS
+    from estimator_dist.models import MODELS  # pylint: disable=import-outside-toplevel
+
+    builtin = MODELS[model]
+    expressed = [n for n in builtin.params_table if n not in model_fns.TRAINING_PARAMS]
+    ignored = model_fns.TRAINING_PARAMS + model_fns.TPU_ESTIMATOR_KEYS
     for name in sorted(params):
-        if name not in converter.params and name not in ignored:
+        if name not in expressed and name not in ignored:
             raise UsageError(
                 f"params must be ones the Keras conversion of {model!r} expresses "
-                f"({', '.join(converter.params)}). Received: {name}={params[name]!r}")
-    table = importlib.import_module(converter.model_fn_module).PARAMS
+                f"({', '.join(expressed)}). Received: {name}={params[name]!r}")
     try:
-        return _params.resolve(params, table)
+        return builtin.resolve_params(params)
     except ValueError as error:
         raise UsageError(f"params must suit the {model!r} model_fn: {error}") from None
 
@@ -205,7 +201,7 @@ def to_keras(model_dir, *, model=None, params=None):
     model, params = _recorded_model(model_dir, model, params)
     params = _resolve_params(model, params)
     checkpoint = _Checkpoint(checkpoint_path, model)
-    keras_model, weights = _CONVERTERS[model].build(params, checkpoint)
+    keras_model, weights = _CONVERTERS[model](params, checkpoint)
     for name, values in weights.items():
         layer = keras_model.get_layer(name)
         expected = [tuple(w.shape) for w in layer.weights]
@@ -219,22 +215,56 @@ def to_keras(model_dir, *, model=None, params=None):
     return keras_model
 
 
+def _written_by_migrate(path):
+    """Whether ``path`` is an output of migrate: it holds the ``MARKER``."""
+    if os.path.isdir(path):
+        return os.path.isfile(os.path.join(path, MARKER))
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        return MARKER in archive.namelist()
+
+
+def _write_marker(path):
+    text = json.dumps({"written_by": _PROG})
+    if os.path.isdir(path):
+        with open(os.path.join(path, MARKER), "w", encoding="utf-8") as file:
+            file.write(text)
+    else:
+        with zipfile.ZipFile(path, "a") as archive:
+            archive.writestr(MARKER, text)
+
+
 def _check_output(output, overwrite):
-    """The absolute ``output`` path, if the Keras model may go there."""
-    output = os.path.abspath(output)
+    """The real (symlinks resolved) ``output`` path, if the Keras model may go there.
+
+    An existing ``output`` is replaced only with ``overwrite``, and only when migrate wrote
+    it: anything else there (a model dir, a directory of runs, a file) is refused.
+    """
+    output = os.path.realpath(output)
     if output.lower().endswith(_LEGACY_SUFFIXES):
         raise UsageError("output must be a SavedModel directory or a .keras file. "
                          f"Received: output={output!r}")
-    if os.path.lexists(output) and not overwrite:
+    if not os.path.lexists(output):
+        return output
+    if not overwrite:
         raise UsageError(f"output must not exist yet (pass --overwrite to replace it). "
+                         f"Received: output={output!r}")
+    if not _written_by_migrate(output):
+        raise UsageError(f"output must be a new path or an earlier migrate output (one "
+                         f"holding {MARKER}); migrate never replaces anything else. "
                          f"Received: output={output!r}")
     return output
 
 
 def _remove(path):
-    if os.path.isdir(path) and not os.path.islink(path):
+    """Removes an earlier migrate output, checked again just before."""
+    if not _written_by_migrate(path):
+        raise UsageError(f"output must be an earlier migrate output to be replaced. "
+                         f"Received: output={path!r}")
+    if os.path.isdir(path):
         shutil.rmtree(path)
-    elif os.path.lexists(path):
+    else:
         os.remove(path)
 
 
@@ -262,7 +292,8 @@ def save(keras_model, output, *, overwrite=False):
     ``serving_default`` signature with the same names as its dicts.
 
     Raises:
-      UsageError: ``output`` exists and not ``overwrite``, or names an ``.h5`` file.
+      UsageError: ``output`` names an ``.h5`` file, or exists and either is not an earlier
+        migrate output (one holding ``MARKER``) or ``overwrite`` is off.
     """
     output = _check_output(output, overwrite)
     parent = os.path.dirname(output)
@@ -274,7 +305,8 @@ def save(keras_model, output, *, overwrite=False):
             keras_model.save(staged)
         else:
             keras_model.save(staged, signatures=_serving_signature(keras_model))
-        if overwrite:
+        _write_marker(staged)
+        if os.path.lexists(output):
             _remove(output)
         os.replace(staged, output)
     finally:
@@ -284,32 +316,40 @@ def save(keras_model, output, *, overwrite=False):
 
 def migrate_parser(subparsers=None):
     """The parser of the migrate command (standalone, or added to ``subparsers``)."""
-    description = ("Convert the latest checkpoint of a train run to a Keras model with the "
-                   "same logits, and save it.")
-    if subparsers is None:
-        parser = cli.OneLineParser(prog=_PROG, description=description)
-    else:
-        parser = subparsers.add_parser("migrate", description=description)
-    parser.add_argument("--model-dir", required=True,
+    parser = cli.command_parser(
+        "migrate", "Convert the latest checkpoint of a train run to a Keras model with the "
+        "same logits, and save it.", subparsers)
+    parser.add_argument("--model-dir",
                         help="the model dir of a train run (checkpoint and run.json); "
                              "only read")
     parser.add_argument("--output", required=True, metavar="OUT",
                         help="where the Keras model goes: a SavedModel directory, or a "
                              "file ending in .keras")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace OUT if it exists (default: refuse)")
+                        help="replace OUT if it is an earlier migrate output (default: "
+                             "refuse); anything else is never replaced")
+    checkpoint_mapping.add_arguments(parser)
     return parser
 
 
+def checked_output(output, source, overwrite, *, source_name="model_dir"):
+    """Returns the real path of ``output`` once it proved safe to write.
+
+    Refuses an ``output`` that is, holds or lies inside ``source`` (what migrate reads;
+    symlinks resolved), and an existing one that migrate did not write.
+    """
+    output, source = os.path.realpath(output), os.path.realpath(source)
+    if os.path.commonpath([output, source]) in (output, source):
+        raise UsageError(f"output must be outside {source_name} and must not contain it "
+                         f"(migrate only reads {source_name}). Received: output={output!r} "
+                         f"for {source_name}={source!r}")
+    return _check_output(output, overwrite)
+
+
 def _validate_migrate_args(args):
-    """Checks the flags before TensorFlow is imported; returns the absolute output path."""
+    """Checks the flags before TensorFlow is imported; returns the real output path."""
     check_existing_dir("model_dir", args.model_dir)
-    output = _check_output(args.output, args.overwrite)
-    model_dir = os.path.abspath(args.model_dir)
-    if os.path.commonpath([output, model_dir]) == model_dir:
-        raise UsageError("output must be outside model_dir, which migrate only reads. "
-                         f"Received: output={output!r}")
-    return output
+    return checked_output(args.output, args.model_dir, args.overwrite)
 
 
 def _describe(keras_model):
@@ -320,6 +360,8 @@ def _describe(keras_model):
 
 def migrate_command(args):
     """Converts and saves as ``args`` say; returns the process exit code."""
+    if checkpoint_mapping.mapping_mode(args):
+        return checkpoint_mapping.mapping_command(args)
     output = _validate_migrate_args(args)
     logs.quiet_tensorflow(verbose=False)
     logs.tensorflow_python_logging(verbose=False)

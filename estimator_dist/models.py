@@ -11,7 +11,9 @@ class BuiltinModel:
     """Everything the CLI needs to train, evaluate and export one model."""
 
     model_fn: Callable
-    params: dict
+    params_table: dict  # The model_fn's params: name -> rule and default.
+    resolve_params: Callable  # params -> checked params with defaults (ValueError if not).
+    params: dict  # The CLI's defaults.
     batch_size: int
     max_steps: int
     train_data: Callable
@@ -23,6 +25,8 @@ class BuiltinModel:
 MODELS = {
     "dense": BuiltinModel(
         model_fn=model_fns.dense_classifier_model_fn,
+        params_table=model_fns.dense.PARAMS,
+        resolve_params=model_fns.dense.resolve_params,
         params={"hidden_units": [64, 64], "num_classes": 3, "learning_rate": 0.01},
         batch_size=128,
         max_steps=1000,
@@ -33,6 +37,8 @@ MODELS = {
     ),
     "lstm": BuiltinModel(
         model_fn=model_fns.lstm_model_fn,
+        params_table=model_fns.lstm.PARAMS,
+        resolve_params=model_fns.lstm.resolve_params,
         params={"num_units": 32, "num_classes": 3, "learning_rate": 0.01},
         batch_size=64,
         max_steps=600,

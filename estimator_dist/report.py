@@ -10,17 +10,17 @@ import os
 import sys
 
 from estimator_dist import cli, logs, run_record
-from estimator_dist.errors import UsageError, check_existing_dir
+from estimator_dist.errors import UsageError, check_existing_dir, check_writable_path, os_fault
 
-_PROG = "python -m estimator_dist.report"
 _TRAIN_TAG = "loss"
 _TABLE_ROWS = 8
 
 
-def report_parser():
-    parser = cli.OneLineParser(prog=_PROG, description=(
-        "Draw the training loss and eval metrics of a model dir over steps as a PNG and "
-        "print them as a table."))
+def report_parser(subparsers=None):
+    """The parser of the report command (standalone, or added to ``subparsers``)."""
+    parser = cli.command_parser(
+        "report", "Draw the training loss and eval metrics of a model dir over steps as a "
+        "PNG and print them as a table.", subparsers)
     parser.add_argument("--model-dir", required=True,
                         help="the model dir of a train run (its event files are read)")
     parser.add_argument("--output", metavar="PNG",
@@ -33,6 +33,7 @@ def _validate_report_args(args):
     output = args.output or os.path.join(args.model_dir, "curves.png")
     if not output.lower().endswith(".png"):
         raise UsageError(f"output must be a .png path. Received: output={output!r}")
+    check_writable_path("output", output, is_dir=False)
     return output
 
 
@@ -80,9 +81,13 @@ def draw(train, evaluation, output, title):
             axes.legend()
     figure.suptitle(title)
     figure.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    figure.savefig(output, dpi=100)
-    pyplot.close(figure)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+        figure.savefig(output, dpi=100)
+    except OSError as error:
+        raise os_fault("output", error, output) from None
+    finally:
+        pyplot.close(figure)
 
 
 def table(train, evaluation):

@@ -1,12 +1,18 @@
 """``make_run_config``: a ``tf.estimator.RunConfig`` wired for a named strategy."""
+import logging
 import os
+import sys
 
 import tensorflow as tf
 
-from estimator_dist import strategies
+from estimator_dist import cluster_train, strategies, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 
 DEFAULT_ITERATIONS_PER_LOOP = 100
+# Arguments of tf.compat.v1.estimator.tpu.RunConfig (and its resolver) that "tpu" takes.
+TPU_RUN_CONFIG_ARGS = ("cluster", "master", "tpu_config", "tpu_zone", "gcp_project",
+                       "iterations_per_loop")
+_LOG = logging.getLogger(__name__)
 
 
 class TPURunConfig(tf.compat.v1.estimator.tpu.RunConfig):
@@ -20,6 +26,22 @@ class TPURunConfig(tf.compat.v1.estimator.tpu.RunConfig):
     def __init__(self, *, use_tpu=True, **kwargs):
         super().__init__(**kwargs)
         self.use_tpu = use_tpu
+
+    @property
+    def train_distribute(self):
+        """None, as for any TPUEstimator config; refuses a plain Estimator.
+
+        Every Estimator reads this in its constructor. A plain ``tf.estimator.Estimator``
+        given this config would train on the host CPU without a word, so it is refused.
+        """
+        owner = sys._getframe(1).f_locals.get("self")  # pylint: disable=protected-access
+        if (isinstance(owner, tf.compat.v1.estimator.Estimator)
+                and not isinstance(owner, tf.compat.v1.estimator.tpu.TPUEstimator)):
+            raise UsageError(
+                "strategy 'tpu' needs a TPUEstimator: build it with "
+                "estimator_dist.make_estimator(model_fn, config, params, batch_size=GLOBAL_BATCH). "
+                f"Received: {type(owner).__name__}")
+        return super().train_distribute
 
 
 def session_config(cpu_devices, base=None):
@@ -37,7 +59,7 @@ def session_config(cpu_devices, base=None):
     return config
 
 
-def _resolve_tpu(tpu):
+def _resolve_tpu(tpu, zone=None, project=None):
     name = tpu or os.environ.get("TPU_NAME")
     if not name:
         raise UsageError(
@@ -45,7 +67,8 @@ def _resolve_tpu(tpu):
             "model_fn on CPU ask for it with use_tpu=False (CLI: --tpu-validate). "
             "Received: no TPU name")
     try:
-        return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name)
+        return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name, zone=zone,
+                                                                 project=project)
     except (ValueError, RuntimeError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else "unreachable"
         raise UsageError(
@@ -53,26 +76,68 @@ def _resolve_tpu(tpu):
             "validate on CPU with use_tpu=False (CLI: --tpu-validate).") from None
 
 
+def _tpu_cluster(tpu, use_tpu, kwargs):
+    """The ``cluster`` resolver, or None; pops the TPU RunConfig's own arguments from kwargs.
+
+    Scripts written for ``tf.compat.v1.estimator.tpu.RunConfig`` pass ``cluster`` (a
+    resolver they built) or ``master``; ``tpu_zone`` and ``gcp_project`` go to the resolver
+    built here.
+    """
+    cluster = kwargs.pop("cluster", None)
+    zone, project = kwargs.pop("tpu_zone", None), kwargs.pop("gcp_project", None)
+    if cluster is not None and tpu is not None:
+        raise UsageError(f"tpu and cluster name the TPU twice; pass one. Received: tpu={tpu!r}")
+    if not use_tpu or cluster is not None or kwargs.get("master"):
+        return cluster
+    return _resolve_tpu(tpu, zone, project)
+
+
+def _tpu_config(num_replicas, kwargs):
+    tpu_lib = tf.compat.v1.estimator.tpu
+    iterations = kwargs.pop("iterations_per_loop", None)
+    given = kwargs.pop("tpu_config", None)
+    if given is None:
+        return tpu_lib.TPUConfig(
+            iterations_per_loop=iterations or DEFAULT_ITERATIONS_PER_LOOP,
+            num_shards=num_replicas,
+            per_host_input_for_training=tpu_lib.InputPipelineConfig.PER_HOST_V2)
+    if iterations is not None or num_replicas not in (None, given.num_shards):
+        raise UsageError(
+            "tpu_config already sets iterations_per_loop and num_shards; pass them there. "
+            f"Received: iterations_per_loop={iterations!r}, num_replicas={num_replicas!r}")
+    return given
+
+
 def _tpu_run_config(num_replicas, model_dir, tpu, use_tpu, kwargs):
     check_positive_int("num_replicas", num_replicas, allow_none=True)
-    tpu_lib = tf.compat.v1.estimator.tpu
-    resolver = _resolve_tpu(tpu) if use_tpu else None
     if not use_tpu and num_replicas not in (None, 1):
         raise UsageError(
             "num_replicas must be 1 or None when validating on CPU (use_tpu=False). "
             f"Received: num_replicas={num_replicas}")
-    tpu_config = tpu_lib.TPUConfig(
-        iterations_per_loop=kwargs.pop("iterations_per_loop", DEFAULT_ITERATIONS_PER_LOOP),
-        num_shards=num_replicas,
-        per_host_input_for_training=tpu_lib.InputPipelineConfig.PER_HOST_V2)
+    resolver = _tpu_cluster(tpu, use_tpu, kwargs)
+    tpu_config = _tpu_config(num_replicas, kwargs)
     base = kwargs.pop("session_config", None)
     return TPURunConfig(
         use_tpu=use_tpu, cluster=resolver, tpu_config=tpu_config, model_dir=model_dir,
         session_config=session_config(strategies.cpu_device_count(), base), **kwargs)
 
 
+def with_steps_per_run(config, steps_per_run):
+    """Returns ``config`` carrying ``steps_per_run`` (None: leaves it as it is)."""
+    if steps_per_run is None:
+        return config
+    check_positive_int("steps_per_run", steps_per_run)
+    config.steps_per_run = steps_per_run
+    if steps_per_run > 1:
+        _LOG.info("steps_per_run=%d applies to estimators built by "
+                  "estimator_dist.make_estimator; a plain tf.estimator.Estimator runs one "
+                  "step per Session.run.", steps_per_run)
+    return config
+
+
 def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tpu=None,
-                    use_tpu=True, collective_timeout=None, **run_config_kwargs):
+                    use_tpu=True, collective_timeout=None, rendezvous_timeout=None,
+                    steps_per_run=None, **run_config_kwargs):
     """Returns a ``tf.estimator.RunConfig`` that runs an Estimator under ``strategy``.
 
     Hand the result to a plain ``tf.estimator.Estimator(model_fn, config=...)``.
@@ -88,8 +153,18 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
       model_dir: where checkpoints and events go.
       tpu: TPU name or address for "tpu" (default: the ``TPU_NAME`` environment variable).
       use_tpu: for "tpu" only; ``False`` validates the TPU code path on CPU.
+        Under "tpu", the arguments of ``tf.compat.v1.estimator.tpu.RunConfig`` are taken
+        too: ``cluster`` (a resolver), ``master``, ``tpu_config`` (a ``TPUConfig``; else
+        one is built from ``num_replicas`` and ``iterations_per_loop``), and ``tpu_zone`` /
+        ``gcp_project`` for the resolver built from ``tpu``.
       collective_timeout: seconds a "multi_worker" collective waits for a peer before it
         fails (default 300), so a dead worker ends the run instead of hanging it.
+      rendezvous_timeout: seconds a "multi_worker" or "parameter_server" task waits for
+        its peers to answer before it fails naming the tasks not reached (default 300;
+        see ``estimator_dist.rendezvous``).
+      steps_per_run: training steps per ``Session.run`` (default 1), carried by the
+        config as ``config.steps_per_run`` for ``estimator_dist.make_estimator``; for
+        "tpu" it sets ``iterations_per_loop``.
       **run_config_kwargs: passed to ``tf.estimator.RunConfig`` (``tf_random_seed``,
         ``save_checkpoints_steps``, ``session_config``, ...).
 
@@ -103,14 +178,28 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
             raise UsageError(
                 f"{key} is set by make_run_config from strategy={strategy!r}; pass the "
                 f"strategy name instead. Received: {key}={run_config_kwargs[key]!r}")
-    if strategy != "tpu" and (tpu is not None or use_tpu is not True):
+    kind = strategy_table.kind_of(strategy)
+    if not kind.tpu and (tpu is not None or use_tpu is not True):
         raise UsageError(
             f"tpu and use_tpu apply to strategy 'tpu' only. Received: strategy={strategy!r}")
-    if strategy == "tpu":
+    tpu_only = sorted(set(run_config_kwargs) & set(TPU_RUN_CONFIG_ARGS))
+    if not kind.tpu and tpu_only:
+        raise UsageError(
+            f"{', '.join(tpu_only)} apply to strategy 'tpu' only: drop them from the "
+            f"make_run_config call. Received: strategy={strategy!r}")
+    if kind.tpu:
+        if steps_per_run is not None:
+            run_config_kwargs["iterations_per_loop"] = steps_per_run
         return _tpu_run_config(num_replicas, model_dir, tpu, use_tpu, run_config_kwargs)
     options = {} if collective_timeout is None else {"collective_timeout": collective_timeout}
+    if rendezvous_timeout is not None:
+        options["rendezvous_timeout"] = check_positive_int("rendezvous_timeout",
+                                                           rendezvous_timeout)
     setup = strategies.build(strategy, num_replicas, **options)
+    if kind.cluster:
+        cluster_train.install()
     config = session_config(setup.cpu_devices, run_config_kwargs.pop("session_config", None))
-    return tf.estimator.RunConfig(
+    run_config = tf.estimator.RunConfig(
         model_dir=model_dir, train_distribute=setup.train_distribute,
         eval_distribute=setup.eval_distribute, session_config=config, **run_config_kwargs)
+    return with_steps_per_run(run_config, steps_per_run)

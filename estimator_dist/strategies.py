@@ -16,7 +16,7 @@ import logging
 
 import tensorflow as tf
 
-from estimator_dist import cluster
+from estimator_dist import cluster, divergence, rendezvous, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.input_checks import checked_input_fn
 
@@ -32,7 +32,10 @@ class StrategySetup:
 
     Attributes:
       train_distribute: the strategy for training, or None.
-      eval_distribute: the strategy for evaluation, or None.
+      eval_distribute: the strategy for evaluation, or None for one device. Mirrored
+        setups evaluate on one device: a mirrored ``evaluate()`` whose last global batch
+        is short drops that batch in some runs (the v1 input pipeline's end of data
+        races across replicas); one device counts every example exactly once.
       cpu_devices: how many CPU devices the Estimator session must keep.
     """
 
@@ -49,12 +52,22 @@ class _InputChecksMixin:
         return super().make_input_fn_iterator(checked, *args, **kwargs)
 
 
-class _MirroredStrategy(_InputChecksMixin, tf.distribute.MirroredStrategy):
-    """``tf.distribute.MirroredStrategy`` whose input_fn results are checked."""
+class _DivergenceCheckMixin:
+    """Stops training when the replicas' copies of a variable differ (``divergence``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        divergence.watch(self)
 
 
-class _MultiWorkerMirroredStrategy(_InputChecksMixin, tf.distribute.MultiWorkerMirroredStrategy):
-    """``tf.distribute.MultiWorkerMirroredStrategy`` whose input_fn results are checked."""
+class _MirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
+                        tf.distribute.MirroredStrategy):
+    """``tf.distribute.MirroredStrategy`` whose input_fn results and replicas are checked."""
+
+
+class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
+                                   tf.distribute.MultiWorkerMirroredStrategy):
+    """``tf.distribute.MultiWorkerMirroredStrategy``, input_fn results and workers checked."""
 
 
 class _ParameterServerStrategy(_InputChecksMixin,
@@ -122,13 +135,13 @@ def _mirrored(num_replicas, options):
                 f"num_replicas must be at most the {len(gpus)} visible GPUs for strategy "
                 f"'mirrored'. Received: num_replicas={num_replicas}")
         strategy = _MirroredStrategy([f"/gpu:{i}" for i in range(num_replicas)])
-        return StrategySetup(strategy, strategy, cpu_devices=cpu_device_count())
+        return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
     num_replicas = num_replicas or DEFAULT_CPU_REPLICAS
     setup_cpu_replicas(num_replicas)
     strategy = _MirroredStrategy(
         [f"/cpu:{i}" for i in range(num_replicas)],
         cross_device_ops=tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0"))
-    return StrategySetup(strategy, strategy, cpu_devices=cpu_device_count())
+    return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
 def _multi_worker(num_replicas, options):
@@ -142,14 +155,13 @@ def _multi_worker(num_replicas, options):
         return StrategySetup(local, None, cpu_devices=cpu_device_count())
     timeout = options.get("collective_timeout", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)
     check_positive_int("collective_timeout", timeout)
-    strategy = _MultiWorkerMirroredStrategy(
+    strategy = rendezvous.form_cluster(lambda: _MultiWorkerMirroredStrategy(
         communication_options=tf.distribute.experimental.CommunicationOptions(
-            timeout_seconds=timeout))
+            timeout_seconds=timeout)), options.get("rendezvous_timeout"))
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
 def _parameter_server(num_replicas, options):
-    del options  # build() accepts none for this strategy.
     _check_one_replica("parameter_server", num_replicas, " (add workers to TF_CONFIG instead)")
     tf_config = cluster.tf_config_from_env()
     missing = [t for t in ("chief", "ps") if t not in tf_config.cluster]
@@ -161,6 +173,7 @@ def _parameter_server(num_replicas, options):
     if tf_config.task_type == "evaluator":
         # The evaluator reads checkpoints alone, as in any Estimator cluster with a chief.
         return StrategySetup(cpu_devices=cpu_device_count())
+    rendezvous.wait_for_ps_cluster(tf_config, options.get("rendezvous_timeout"))
     strategy = _ParameterServerStrategy()
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
@@ -172,19 +185,25 @@ _STRATEGIES = {
     "parameter_server": _parameter_server,
 }
 
-# "tpu" is wired through TPUEstimator's own RunConfig (see run_config.py), not a strategy.
-STRATEGY_NAMES = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
+# Options of build() -> the strategies that take them.
+_OPTION_STRATEGIES = {"collective_timeout": ("multi_worker",),
+                      "rendezvous_timeout": ("multi_worker", "parameter_server")}
+
 
 
 def build(name, num_replicas=None, **options):
-    """Builds the ``StrategySetup`` for strategy ``name`` (not "tpu")."""
-    try:
-        builder = _STRATEGIES[name]
-    except (KeyError, TypeError):
-        raise UsageError(
-            f"strategy must be one of {', '.join(map(repr, STRATEGY_NAMES))}. "
-            f"Received: strategy={name!r}") from None
-    if options and name != "multi_worker":
-        raise UsageError(
-            f"collective_timeout applies to strategy 'multi_worker' only. Received: strategy={name!r}")
+    """Builds the ``StrategySetup`` for strategy ``name``.
+
+    "tpu" is no tf.distribute strategy here: ``make_run_config`` wires it through
+    TPUEstimator's own RunConfig.
+    """
+    if strategy_table.kind_of(name).tpu:
+        raise UsageError("strategy 'tpu' runs through TPUEstimator's own RunConfig: build it "
+                         "with estimator_dist.make_run_config('tpu'). Received: strategy='tpu'")
+    builder = _STRATEGIES[name]
+    for option in options:
+        if name not in _OPTION_STRATEGIES[option]:
+            raise UsageError(f"{option} applies to strategy "
+                             f"{' or '.join(map(repr, _OPTION_STRATEGIES[option]))} only. "
+                             f"Received: strategy={name!r}")
     return builder(num_replicas, options)

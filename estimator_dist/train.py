@@ -8,13 +8,15 @@ defaults.
 import argparse
 import json
 import os
+import signal
 import sys
 
 from estimator_dist import config as config_lib
-from estimator_dist import cli, logs, run_record
+from estimator_dist import cli, cluster, engines, logs, run_record
+from estimator_dist.errors import UsageError
 
 _PROG = "python -m estimator_dist.train"
-_NOT_SETTINGS = ("config", "print_config", "param")
+_NOT_SETTINGS = ("config", "print_config", "param", "engine")
 
 
 def _param(text):
@@ -64,6 +66,14 @@ def _add_distribution_flags(parser, defaults):
     group.add_argument("--collective-timeout", type=cli.positive_int, metavar="SECONDS",
                        default=argparse.SUPPRESS,
                        help="seconds a multi_worker collective waits for a peer (default: 300)")
+    group.add_argument("--rendezvous-timeout", type=cli.positive_int, metavar="SECONDS",
+                       default=argparse.SUPPRESS,
+                       help="seconds a multi_worker or parameter_server task waits for its "
+                            "peers, then fails naming the tasks not reached (default: 300)")
+    group.add_argument("--steps-per-run", type=cli.positive_int, metavar="N",
+                       default=argparse.SUPPRESS,
+                       help="training steps per Session.run (default: 20 under default, "
+                            "mirrored and multi_worker, else 1; tpu: iterations per loop)")
 
 
 def _add_run_flags(parser, defaults):
@@ -102,17 +112,16 @@ def _add_export_flags(parser):
 
 def train_parser(subparsers=None):
     """The parser of the train command (standalone, or added to ``subparsers``)."""
-    description = "Train, evaluate and export a model under a distribution strategy."
-    if subparsers is None:
-        parser = cli.OneLineParser(prog=_PROG, description=description)
-    else:
-        parser = subparsers.add_parser("train", description=description)
+    parser = cli.command_parser(
+        "train", "Train, evaluate and export a model under a distribution strategy.",
+        subparsers)
     defaults = config_lib.RunSettings()
     _add_model_flags(parser, defaults)
     _add_data_flags(parser)
     _add_distribution_flags(parser, defaults)
     _add_run_flags(parser, defaults)
     _add_export_flags(parser)
+    engines.add_engine_flag(parser)
     return parser
 
 
@@ -162,26 +171,41 @@ def train_command(args):
         print(json.dumps(settings.to_dict(), indent=2, sort_keys=True))
         return 0
     logs.quiet_tensorflow(settings.verbose)
-    from estimator_dist import training  # pylint: disable=import-outside-toplevel
+    from estimator_dist import preemption, training  # pylint: disable=import-outside-toplevel
 
     logs.tensorflow_python_logging(settings.verbose)
-    _print_summary(training.run(settings))
+    if args.engine != "estimator":
+        engines.print_result(engines.run(settings, args.engine), settings)
+        return 0
+    try:
+        _print_summary(training.run(settings))
+    except preemption.Preempted as stop:
+        print(f"{_PROG}: {stop} (run again with the same --model-dir to resume)",
+              file=sys.stderr)
+        return 128 + stop.signum
     return 0
 
 
-def main(argv=None):
-    parser = train_parser()
+def _sigterm_handler():
+    """The SIGTERM handler while training: ``cli.raise_terminated`` (SIGTERM outside the
+    training steps, which ``preemption.PreemptionHook`` handles), except on a parameter
+    server, which blocks in TensorFlow's C++ server where no Python handler runs (there
+    the default ends it at once, losing nothing: ps tasks save no checkpoints)."""
     try:
-        return cli.run(parser, train_command, argv)
-    except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted; the checkpoints saved so far are kept (run again "
-              "with the same --model-dir to resume)",
-              file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # Whoever read stdout left (e.g. `| head`): stop without a traceback.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        is_ps = "TF_CONFIG" in os.environ and cluster.tf_config_from_env().task_type == "ps"
+    except UsageError:
+        is_ps = False  # The run itself reports the bad TF_CONFIG.
+    return signal.SIG_DFL if is_ps else cli.raise_terminated
+
+
+def main(argv=None):
+    previous = signal.signal(signal.SIGTERM, _sigterm_handler())
+    try:
+        return cli.run(train_parser(), train_command, argv, interrupted_note=(
+            "the checkpoints saved so far are kept (run again with the same --model-dir to "
+            "resume)"))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -5,24 +5,28 @@ written to, so a refused run leaves an existing model dir as it was.
 """
 import dataclasses
 import datetime
+import errno
 import os
 import sys
 import tempfile
 import time
 
+import numpy as np
 import tensorflow as tf
 
-from estimator_dist import cluster, events, export, hooks, run_record
-from estimator_dist.config import CLUSTER_STRATEGIES, RunSettings
-from estimator_dist.errors import UsageError
-from estimator_dist.estimator import make_estimator, tpu_input_fn
+from estimator_dist import checkpoints, events, export, hooks, run_record, strategy_table
+from estimator_dist import plan as plan_lib
+from estimator_dist.config import RunSettings
+from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
+from estimator_dist.estimator import make_estimator
 from estimator_dist.models import MODELS
-from estimator_dist.peer_failure import PeerFailureHook
-from estimator_dist.run_config import make_run_config
-from input_fns import from_arrays, from_files
+from input_fns import check_files, from_arrays, from_files
+from input_fns.checks import DEFAULT_LIMIT
 
 _EVAL_THROTTLE_SECONDS = 1
 _SUMMARY_POINTS = 50
+# Training steps per Session.run when the flag is not given (see docs/benchmarks.md).
+DEFAULT_STEPS_PER_RUN = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +47,15 @@ def default_model_dir(model, now=None):
     return os.path.join("runs", f"{model}-{stamp}")
 
 
+def _variable_shapes(model, params, features, labels):
+    """Builds ``model``'s TRAIN graph in a scratch graph; returns variable name -> shape."""
+    with tf.Graph().as_default():
+        tf.compat.v1.train.create_global_step()
+        model.model_fn({k: tf.constant(v) for k, v in features.items()}, tf.constant(labels),
+                       tf.estimator.ModeKeys.TRAIN, dict(params))
+        return {v.op.name: v.shape.as_list() for v in tf.compat.v1.global_variables()}
+
+
 def check_params(model, params):
     """Builds ``model`` once in a scratch graph, so that params its model_fn refuses fail
     before the model dir is touched.
@@ -51,15 +64,27 @@ def check_params(model, params):
       UsageError: the model_fn's own message about the params.
     """
     data = model.train_data()
-    with tf.Graph().as_default():
-        tf.compat.v1.train.create_global_step()
-        features = {k: tf.constant(v[:1]) for k, v in data.features.items()}
-        try:
-            model.model_fn(features, tf.constant(data.labels[:1]), tf.estimator.ModeKeys.TRAIN,
-                           dict(params))
-        except ValueError as error:
-            raise UsageError(f"params must suit model_fn {model.model_fn.__name__}: "
-                             f"{error}") from None
+    try:
+        _variable_shapes(model, params, {k: v[:1] for k, v in data.features.items()},
+                         data.labels[:1])
+    except ValueError as error:
+        raise UsageError(f"params must suit model_fn {model.model_fn.__name__}: "
+                         f"{error}") from None
+
+
+def _check_fits_checkpoint(model, settings, x_shape, checkpoint):
+    """Refuses data whose ``x`` would build variables of other shapes than ``checkpoint``'s
+    (Estimator would fail on restore, after the model dir was written)."""
+    built = _variable_shapes(model, settings.params, {"x": np.zeros([1, *x_shape], np.float32)},
+                             np.zeros([1], np.int64))
+    for name, shape in tf.train.list_variables(checkpoint):
+        if name in built and built[name] != shape:
+            source = "train_data" if settings.train_data else "the built-in data"
+            raise UsageError(
+                f"{source} must give x the shape the checkpoint was trained on; resume with "
+                f"the recorded data or use a new --model-dir. Received: x of shape {x_shape} "
+                f"(variable {name} is {shape} in {os.path.basename(checkpoint)}, "
+                f"{built[name]} with this data)")
 
 
 def _summary_steps(max_steps):
@@ -67,34 +92,36 @@ def _summary_steps(max_steps):
     return max(1, min(100, max_steps // _SUMMARY_POINTS))
 
 
-def _run_config(settings):
+def _steps_per_run(settings):
+    """The flag's value; else, where the loop is supported, ``DEFAULT_STEPS_PER_RUN`` or
+    the steps between two progress lines if fewer; else None (TPU: the config's
+    ``iterations_per_loop``; asynchronous workers: one step)."""
+    kind = strategy_table.kind_of(settings.strategy)
+    if not kind.synchronous and (settings.steps_per_run or 1) > 1:
+        raise UsageError(f"steps_per_run must be 1 under strategy {kind.name!r} (its "
+                         "workers step asynchronously, one step per run). Received: "
+                         f"steps_per_run={settings.steps_per_run}")
+    if settings.steps_per_run is not None or not kind.loops:
+        return settings.steps_per_run
+    return max(1, min(DEFAULT_STEPS_PER_RUN, settings.max_steps // hooks.PLAIN_LINES))
+
+
+def _strategy_plan(settings, task):
+    """The run's ``plan.Plan``: its RunConfig (which sets up CPU replicas, so this comes
+    before any TF op runs), replicas and role."""
     kwargs = {"tf_random_seed": settings.seed, "log_step_count_steps": 100,
               "save_summary_steps": _summary_steps(settings.max_steps)}
     if settings.save_checkpoints_steps:
         kwargs["save_checkpoints_steps"] = settings.save_checkpoints_steps
-    if settings.strategy == "tpu":
+    if strategy_table.kind_of(settings.strategy).tpu:
         kwargs.update(tpu=settings.tpu_name, use_tpu=not settings.tpu_validate)
     if settings.collective_timeout:
         kwargs["collective_timeout"] = settings.collective_timeout
-    return make_run_config(settings.strategy, num_replicas=settings.num_replicas,
-                           model_dir=settings.model_dir, **kwargs)
-
-
-def _num_replicas(settings, config):
-    if settings.strategy == "multi_worker":
-        return cluster.tf_config_from_env().num_workers
-    if settings.strategy == "parameter_server":
-        return 1  # Workers step asynchronously, each on a whole batch.
-    if settings.strategy == "tpu":
-        return config.tpu_config.num_shards or 1
-    return config.train_distribute.num_replicas_in_sync if config.train_distribute else 1
-
-
-def _check_batch_size(batch_size, replicas):
-    if batch_size % replicas:
-        raise UsageError(
-            f"batch_size must be divisible by the {replicas} replicas (it is the global "
-            f"batch, split evenly across them). Received: batch_size={batch_size}")
+    if settings.rendezvous_timeout:
+        kwargs["rendezvous_timeout"] = settings.rendezvous_timeout
+    kwargs["steps_per_run"] = _steps_per_run(settings)
+    return plan_lib.resolve(settings.strategy, task, num_replicas=settings.num_replicas,
+                            model_dir=settings.model_dir, **kwargs)
 
 
 def _prepare_model_dir(model_dir):
@@ -104,6 +131,8 @@ def _prepare_model_dir(model_dir):
         with tempfile.TemporaryFile(dir=model_dir):
             pass
     except OSError as error:
+        if error.errno == errno.ENOSPC:
+            raise os_fault("model_dir", error) from None
         raise UsageError(f"model_dir must be a writable directory. Received: "
                          f"model_dir={model_dir!r} ({error.strerror})") from None
 
@@ -118,8 +147,17 @@ class _Data:
     spec: dict
 
 
+def _check_eval_examples(count, batch_size, where):
+    """Refuses an eval set smaller than one batch: evaluation would see no example (the last
+    partial batch is dropped) and report zeros."""
+    if count < batch_size:
+        raise UsageError(f"eval data must hold at least one batch ({batch_size} examples), or "
+                         f"evaluation sees none. Received: {count} examples in {where}")
+
+
 def _builtin_data(model, settings):
     train, evaluation = model.train_data(), model.eval_data()
+    _check_eval_examples(len(evaluation.labels), settings.batch_size, "the built-in eval data")
     train_fn = from_arrays(train.features, train.labels, batch_size=settings.batch_size,
                            seed=settings.seed)
     eval_fn = from_arrays(evaluation.features, evaluation.labels,
@@ -136,46 +174,97 @@ def _files_input_fn(name, files, model, **options):
                          f"docs/input.md: {error}") from None
 
 
+def _checked_sample(name, files, settings):
+    """A first pass over the files' first records (``input_fns.check_files``)."""
+    try:
+        sample = check_files(files, num_classes=settings.params.get("num_classes"),
+                             limit=max(DEFAULT_LIMIT, settings.batch_size))
+    except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError.
+        raise UsageError(f"{name} {error}") from None
+    if not sample.records:
+        raise UsageError(f"{name} must hold records. Received: no records in {files}")
+    return sample
+
+
+def _check_samples(settings, eval_files):
+    train = _checked_sample("train_data", settings.train_data, settings)
+    if eval_files is settings.train_data:
+        evaluation = train
+    else:
+        evaluation = _checked_sample("eval_data", eval_files, settings)
+        if evaluation.x_size != train.x_size:
+            raise UsageError(
+                f"eval_data must have the {train.x_size} values of x per record that "
+                f"train_data has. Received: {evaluation.x_size} in {eval_files}")
+    if evaluation.complete:
+        _check_eval_examples(evaluation.records, settings.batch_size, eval_files)
+
+
 def _file_data(model, settings):
     eval_files = settings.eval_data or settings.train_data
     train_fn = _files_input_fn("train_data", settings.train_data, model,
                                batch_size=settings.batch_size, seed=settings.seed)
     eval_fn = _files_input_fn("eval_data", eval_files, model, batch_size=settings.batch_size,
                               shuffle=False, num_epochs=1)
+    _check_samples(settings, eval_files)
     x_shape = train_fn().element_spec[0]["x"].shape[1:].as_list()
     return _Data(train_fn, eval_fn, x_shape, {"train": settings.train_data, "eval": eval_files})
 
 
-def _data(model, settings):
-    """The run's data, checked (files exist and fit the model) before anything is written."""
+def _data(model, settings, strategy):
+    """The run's data, checked (files exist and fit the model) before anything is written,
+    with input_fns as ``strategy`` (a ``plan.Plan``) calls them."""
     data = _file_data(model, settings) if settings.train_data else _builtin_data(model, settings)
-    if settings.strategy != "tpu":
-        return data
-    return dataclasses.replace(data, train_fn=tpu_input_fn(data.train_fn),
-                               eval_fn=tpu_input_fn(data.eval_fn))
+    return dataclasses.replace(data, train_fn=strategy.adapt_input(data.train_fn),
+                               eval_fn=strategy.adapt_input(data.eval_fn))
 
 
-def _is_chief(settings):
-    if settings.strategy not in CLUSTER_STRATEGIES:
-        return True
-    return cluster.tf_config_from_env().is_chief
+def _check_export_dir(settings):
+    """An ``export_dir`` must be a directory that exists or can be made, checked before
+    training (the default, MODEL_DIR/export, goes with the model dir's own check)."""
+    if settings.export and settings.export_dir:
+        check_writable_path("export_dir", settings.export_dir, is_dir=True)
 
 
-def _task_type(settings):
-    if settings.strategy not in CLUSTER_STRATEGIES:
-        return None
-    return cluster.tf_config_from_env().task_type
+def _check_no_stray_cluster(settings):
+    """A TF_CONFIG makes Estimator treat even a one-process run as a cluster task."""
+    kind = strategy_table.kind_of(settings.strategy)
+    if not (kind.cluster or kind.tpu) and os.environ.get("TF_CONFIG"):
+        raise UsageError(
+            f"TF_CONFIG applies to strategies {', '.join(strategy_table.CLUSTER_NAMES)} only; "
+            "unset it, or pass one of them. Received: "
+            f"strategy={settings.strategy!r} with TF_CONFIG set")
+
+
+def _resume_point(settings, task):
+    """The checkpoint a resume restores; a fallback past damage runs in one process only.
+
+    In a cluster (``task`` set) only the chief inspects the checkpoints (the others would
+    race its saves).
+    """
+    if task is not None and not task.is_chief:
+        return checkpoints.Resume()
+    resume = checkpoints.inspect(settings.model_dir)
+    if resume.needs_fallback and task is not None:
+        raise UsageError(
+            f"model_dir must have an intact newest checkpoint to resume under strategy "
+            f"{settings.strategy!r}; run once, without TF_CONFIG, with --strategy default "
+            f"--max-steps {resume.step} --no-export to fall back. "
+            f"Received: {checkpoints.describe(resume)}")
+    return resume
 
 
 def _to_python(metrics):
     return {k: v.item() if hasattr(v, "item") else v for k, v in metrics.items()}
 
 
-def _nan_error(step):
+def _nan_error(step, settings):
+    data = (" or check the data past the first records checked for NaN or Inf"
+            if settings.train_data else "")
     return UsageError(
         f"loss must stay finite; training stopped at step {step} and the checkpoints from "
-        "before it are kept (try a smaller learning rate, e.g. --param learning_rate=0.001). "
-        "Received: loss=nan")
+        "before it are kept (try a smaller learning rate, e.g. --param learning_rate=0.001"
+        f"{data}). Received: loss=nan")
 
 
 def _checkpoint_step(model_dir):
@@ -183,18 +272,14 @@ def _checkpoint_step(model_dir):
     return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
-def _announce(stream, settings, replicas):
+def _announce(stream, settings, strategy):
     start = _checkpoint_step(settings.model_dir)
     if start >= settings.max_steps:
         print(f"{settings.model} in {settings.model_dir} is already at step {start} of "
               f"{settings.max_steps}: nothing to train", file=stream, flush=True)
         return
     verb = f"Resuming {settings.model} at step {start}" if start else f"Training {settings.model}"
-    if settings.strategy == "parameter_server":
-        batch = f"batch {settings.batch_size} per worker step, asynchronous"
-    else:
-        batch = (f"global batch {settings.batch_size} over {replicas} "
-                 f"replica{'s' if replicas > 1 else ''}")
+    batch = strategy.describe_batch(settings.batch_size)
     print(f"{verb} to step {settings.max_steps}: {batch} (strategy {settings.strategy}), "
           f"model dir {settings.model_dir}", file=stream, flush=True)
 
@@ -213,39 +298,38 @@ def _final_eval(model_dir, max_steps):
     return metrics if metrics.get("global_step", 0) >= max_steps else {}
 
 
-def _train(estimator, settings, train_fn, eval_fn, progress):
+def _train(estimator, settings, strategy, data, progress):
     """Trains and evaluates; returns the last metrics this process saw."""
-    if settings.strategy in CLUSTER_STRATEGIES:
-        # A lost peer is fatal to collectives; parameter servers recover by design.
-        peer = [PeerFailureHook()] if settings.strategy == "multi_worker" else []
+    train_fn, eval_fn = data.train_fn, data.eval_fn
+    train_hooks = [progress] + strategy.train_hooks()
+    if strategy.kind.cluster:
         tf.estimator.train_and_evaluate(
             estimator,
-            tf.estimator.TrainSpec(train_fn, max_steps=settings.max_steps,
-                                   hooks=[progress] + peer),
+            tf.estimator.TrainSpec(train_fn, max_steps=settings.max_steps, hooks=train_hooks),
             tf.estimator.EvalSpec(eval_fn, steps=settings.eval_steps,
                                   throttle_secs=_EVAL_THROTTLE_SECONDS, start_delay_secs=0))
         return _final_eval(estimator.model_dir, settings.max_steps)
     metrics = {}
     for stop in _eval_stops(_checkpoint_step(estimator.model_dir), settings.max_steps,
                             settings.save_checkpoints_steps):
-        estimator.train(train_fn, max_steps=stop, hooks=[progress],
+        estimator.train(train_fn, max_steps=stop, hooks=train_hooks,
                         saving_listeners=[hooks.FiniteWeightsListener()])
         metrics = _to_python(estimator.evaluate(eval_fn, steps=settings.eval_steps))
     return metrics
 
 
 @dataclasses.dataclass(frozen=True)
-class _Plan:
-    """A run whose settings, params, model dir and replicas all passed their checks."""
+class _Run:
+    """A run whose settings, params, model dir and strategy all passed their checks."""
 
     model: object  # A BuiltinModel.
     settings: RunSettings  # Resolved: model_dir, params, batch_size and max_steps set.
-    config: tf.estimator.RunConfig
-    replicas: int
+    strategy: plan_lib.Plan
     data: _Data
+    resume: checkpoints.Resume
 
 
-def _plan(settings):
+def _prepare(settings):
     """Resolves and checks ``settings``; reads the model dir but writes nothing."""
     model = MODELS[settings.model]
     resolved = settings.replace(
@@ -254,12 +338,55 @@ def _plan(settings):
         batch_size=settings.batch_size or model.batch_size,
         max_steps=settings.max_steps or model.max_steps)
     run_record.check_resume(resolved.model_dir, resolved.to_dict())
-    # The RunConfig sets up the CPU replicas, which must come before any TF op runs.
-    config = _run_config(resolved)
+    _check_no_stray_cluster(resolved)
+    task = plan_lib.task_of(resolved.strategy)
+    resume = _resume_point(resolved, task)  # Reads files only: no TF op runs.
+    strategy = _strategy_plan(resolved, task)
     check_params(model, resolved.params)
-    replicas = _num_replicas(resolved, config)
-    _check_batch_size(resolved.batch_size, replicas)
-    return _Plan(model, resolved, config, replicas, _data(model, resolved))
+    strategy.check_batch_size(resolved.batch_size)
+    _check_export_dir(resolved)
+    data = _data(model, resolved, strategy)
+    if resume.path:
+        _check_fits_checkpoint(model, resolved, data.x_shape, resume.path)
+    return _Run(model, resolved, strategy, data, resume)
+
+
+def _record_start(plan):
+    """On the chief, once every check passed: the checkpoint fallback, then run.json."""
+    model_dir = plan.settings.model_dir
+    try:
+        if plan.resume.needs_fallback:
+            aside = checkpoints.fall_back(model_dir, plan.resume)
+            print(f"warning: {checkpoints.describe(plan.resume)} (the damaged files are kept, "
+                  f"unchanged, in {aside})", file=sys.stderr, flush=True)
+        run_record.write(model_dir, run_record.make_record(plan.settings.to_dict(),
+                                                           plan.data.spec))
+    except OSError as error:
+        raise os_fault("model_dir", error) from None
+
+
+_DATA_FAULTS = ("bad CSV record at ", "corrupt or truncated TFRecord file ", "Name: ")
+_DISK_FULL = "No space left on device"
+
+
+def _runtime_fault(error, settings):
+    """A one-line error for a failure during training that is the data's or the disk's,
+    else None."""
+    if isinstance(error, OSError):
+        fault = os_fault("model_dir", error)
+        return fault if isinstance(fault, EnvironmentFault) else None
+    text = str(getattr(error, "message", error))
+    if _DISK_FULL in text:
+        return EnvironmentFault(
+            "model_dir needs free disk space; the checkpoints saved so far are kept (free "
+            f"space and run again to resume). Received: {_DISK_FULL} under {settings.model_dir}")
+    found = [(line, line.find(m)) for line in text.splitlines() for m in _DATA_FAULTS
+             if m in line]
+    if not found or not settings.train_data:
+        return None
+    line, at = found[0]
+    return UsageError(f"train_data and eval_data must hold valid records; the checkpoints "
+                      f"saved so far are kept. Received: {line[at:].rstrip(']')[:300]}")
 
 
 def run(settings, *, stream=None):
@@ -269,33 +396,38 @@ def run(settings, *, stream=None):
     """
     start = time.monotonic()
     stream = stream or sys.stdout
-    plan = _plan(settings)
-    model, settings = plan.model, plan.settings
+    plan = _prepare(settings)
+    model, settings, strategy = plan.model, plan.settings, plan.strategy
     _prepare_model_dir(settings.model_dir)
-    chief = _is_chief(settings)
+    chief = strategy.is_chief
     if chief:
-        run_record.write(settings.model_dir,
-                         run_record.make_record(settings.to_dict(), plan.data.spec))
-        _announce(stream, settings, plan.replicas)
-    estimator = make_estimator(model.model_fn, plan.config, settings.params,
+        _record_start(plan)
+        _announce(stream, settings, strategy)
+    estimator = make_estimator(model.model_fn, strategy.config, settings.params,
                                batch_size=settings.batch_size)
     progress = hooks.ProgressHook(
         settings.max_steps, settings.batch_size,
         mode=hooks.display_mode(stream) if chief else None, stream=stream,
         summary_dir=settings.model_dir if chief else None,
-        summary_steps=plan.config.save_summary_steps,
-        learning_rate=settings.params.get("learning_rate"))
+        summary_steps=strategy.config.save_summary_steps,
+        learning_rate=settings.params.get("learning_rate"),
+        steps_per_run=getattr(strategy.config, "steps_per_run", 1))
     try:
-        metrics = _train(estimator, settings, plan.data.train_fn, plan.data.eval_fn, progress)
+        metrics = _train(estimator, settings, strategy, plan.data, progress)
+        export_path = None
+        if chief and settings.export:
+            export_path = export.export_saved_model(
+                estimator, settings.export_dir or os.path.join(settings.model_dir, "export"),
+                model.serving_shapes(settings.params, plan.data.x_shape))
     except tf.compat.v1.train.NanLossDuringTrainingError:
-        raise _nan_error(progress.step) from None
+        raise _nan_error(progress.step, settings) from None
+    except (tf.errors.OpError, OSError) as error:
+        fault = _runtime_fault(error, settings)
+        if fault is None:
+            raise
+        raise fault from error
     finally:
         progress.close()
-    export_path = None
-    if chief and settings.export:
-        export_path = export.export_saved_model(
-            estimator, settings.export_dir or os.path.join(settings.model_dir, "export"),
-            model.serving_shapes(settings.params, plan.data.x_shape))
     return Result(model_dir=settings.model_dir, metrics=metrics, export_path=export_path,
                   seconds=time.monotonic() - start, throughput=progress.throughput,
-                  max_steps=settings.max_steps, task_type=_task_type(settings))
+                  max_steps=settings.max_steps, task_type=strategy.task_type)

@@ -28,6 +28,11 @@ def _scopes(num_layers):
     return [f"rnn/multi_rnn_cell/cell_{i}" for i in range(num_layers)]
 
 
+def cell_scopes(num_layers):
+    """The variable scope of each layer's ``kernel`` and ``bias``, layer 0 first."""
+    return [f"{scope}/basic_lstm_cell" for scope in _scopes(num_layers)]
+
+
 def run(x, initial_c, initial_h, *, num_units, num_layers, sequence_length=None,
         dropout=0.0, training=False):
     """Runs the stack over ``x`` from the given state.

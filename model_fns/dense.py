@@ -15,6 +15,12 @@ PARAMS = {
 }
 
 
+def resolve_params(params):
+    """``params`` checked against ``PARAMS`` with defaults filled in (``ValueError`` names
+    the param, the rule and the value)."""
+    return _params.resolve(params, PARAMS)
+
+
 def dense_classifier_model_fn(features, labels, mode, params):
     """A dense softmax classifier over feature ``x`` float [batch, dim].
 
@@ -28,7 +34,7 @@ def dense_classifier_model_fn(features, labels, mode, params):
       hidden_units (list of ints), num_classes, learning_rate: required.
       dropout (0.0), batch_norm (False), optimizer ("adam"), clip_norm (None).
     """
-    params = _params.resolve(params, PARAMS)
+    params = resolve_params(params)
     training = mode == ModeKeys.TRAIN
     net = _features.required(features, "x", "[batch, dim]", [None, None])
     known_updates = len(v1.get_collection(v1.GraphKeys.UPDATE_OPS))

@@ -22,7 +22,9 @@ PARAMS = {
 }
 
 
-def _resolve(params):
+def resolve_params(params):
+    """``params`` checked against ``PARAMS`` and the rules between them, with defaults
+    filled in (``ValueError`` names the param, the rule and the value)."""
     params = _params.resolve(params, PARAMS)
     if params["task"] == "classification" and params["num_classes"] is None:
         raise _params.error("num_classes", "an int >= 2 when task is 'classification'", None)
@@ -99,7 +101,7 @@ def lstm_model_fn(features, labels, mode, params):
       num_outputs (1, regression), output ("last" or "sequence": logits for the last
       step or every step), num_streams (None), optimizer ("adam"), clip_norm (None).
     """
-    params = _resolve(params)
+    params = resolve_params(params)
     num_units, num_layers = params["num_units"], params["num_layers"]
     state_size = num_units * num_layers
     x = _features.required(features, "x", "[batch, time, dim]", [None, None, None])

@@ -11,6 +11,13 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# TF1 behaviour, as legacy scripts set it, must come before anything else touches TF.
+TF1_BEHAVIOUR_ENV = "ESTIMATOR_DIST_TEST_TF1_BEHAVIOUR"
+if os.environ.get(TF1_BEHAVIOUR_ENV) == "1":
+    import tensorflow  # noqa: E402
+
+    tensorflow.compat.v1.disable_v2_behavior()
+
 import estimator_dist  # noqa: E402  (after the log level is set)
 
 CPU_DEVICES = 4

@@ -3,7 +3,8 @@
     python -m tests.estimator_dist.multi_worker_job MODEL_DIR MAX_STEPS HOW [OPTION ...]
 
 HOW is "train_and_evaluate" or "train". Options: "count" adds a per-replica (ON_READ)
-variable; "no_peer_hook" leaves out PeerFailureHook.
+variable; "no_peer_hook" leaves out PeerFailureHook; "plain_run_config" builds a plain
+tf.estimator.RunConfig with MultiWorkerMirroredStrategy instead of make_run_config's.
 """
 import sys
 
@@ -16,9 +17,13 @@ from tests.estimator_dist import tf1_models
 def main(model_dir, max_steps, how, options=()):
     # Without the hook a long collective timeout leaves only the lost-peer failure path.
     timeout = 600 if "no_peer_hook" in options else 15
-    config = estimator_dist.make_run_config("multi_worker", model_dir=model_dir,
-                                            collective_timeout=timeout, save_checkpoints_steps=50,
-                                            tf_random_seed=1)
+    if "plain_run_config" in options:
+        config = tf.estimator.RunConfig(
+            model_dir=model_dir, train_distribute=tf.distribute.MultiWorkerMirroredStrategy())
+    else:
+        config = estimator_dist.make_run_config(
+            "multi_worker", model_dir=model_dir, collective_timeout=timeout,
+            save_checkpoints_steps=50, tf_random_seed=1)
     estimator = tf.estimator.Estimator(tf1_models.regression_model_fn, config=config,
                                        params={"learning_rate": 0.01, "count_examples": "count" in options})
     x, y = tf1_models.regression_data()

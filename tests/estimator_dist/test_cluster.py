@@ -49,6 +49,9 @@ def test_parse_tf_config_evaluator_outside_cluster_accepted():
     (_tf_config({"trainer": ["a:1"]}), r"TF_CONFIG cluster task types must be among"),
     (_tf_config({"worker": []}), r"TF_CONFIG cluster entries must be non-empty lists"),
     (_tf_config({"worker": ["no-port"]}), r"TF_CONFIG cluster entries must be .*'host:port'"),
+    (_tf_config({"worker": ["a:abc"]}), r"TF_CONFIG cluster ports must be ints in \[1, 65535\]\. "
+                                        r"Received: worker 'a:abc'"),
+    (_tf_config({"worker": ["a:70000"]}), r"TF_CONFIG cluster ports must be ints in \[1, 65535\]"),
     (json.dumps({"cluster": _CLUSTER}), r"TF_CONFIG must have a 'task' object"),
 ])
 def test_parse_tf_config_fault_named(text, fault):

@@ -84,3 +84,36 @@ def test_load_file_invalid_json_refused(tmp_path):
     (tmp_path / "bad.json").write_text("{max_steps: 3")
     with pytest.raises(UsageError, match="config file must be valid JSON"):
         config.load_file(tmp_path / "bad.json")
+
+
+def test_load_file_yaml_alias_refused(tmp_path):
+    (tmp_path / "a.yaml").write_text("a: &x [1, 2]\nb: *x\n")
+    with pytest.raises(UsageError, match=r"aliases \(\*x\) are not allowed"):
+        config.load_file(tmp_path / "a.yaml")
+
+
+def test_load_file_yaml_duplicate_nested_key_refused(tmp_path):
+    (tmp_path / "d.yaml").write_text("params:\n  num_units: 8\n  num_units: 9\n")
+    with pytest.raises(UsageError, match=r"duplicate key 'num_units' at line 3"):
+        config.load_file(tmp_path / "d.yaml")
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"max_steps": 2**31}, r"max_steps must be at most 2,147,483,647"),
+    ({"num_replicas": 65}, r"num_replicas must be at most 64"),
+    ({"max_steps": 20_002, "save_checkpoints_steps": 2},
+     r"save_checkpoints_steps must leave at most 10,000 checkpoints .* so at least 3\."),
+    ({"params": {"learning_rate": float("nan")}}, r"params\.learning_rate must be finite"),
+    ({"params": {"hidden_units": [8, float("inf")]}}, r"params\.hidden_units must be finite"),
+    ({"tpu_name": "t"}, r"tpu_name applies to strategy='tpu' only"),
+    ({"export": False, "export_dir": "e"}, r"export_dir applies to export=True only"),
+])
+def test_from_dict_out_of_bounds_or_idle_setting_refused(values, message):
+    with pytest.raises(UsageError, match=message):
+        config.RunSettings.from_dict(values)
+
+
+def test_from_dict_settings_at_their_bounds_accepted():
+    settings = config.RunSettings.from_dict({"max_steps": 2**31 - 1, "num_replicas": 64,
+                                             "strategy": "mirrored", "tpu_name": None})
+    assert settings.max_steps == config.MAX_STEPS

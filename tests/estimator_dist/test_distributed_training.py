@@ -1,10 +1,12 @@
-"""Unchanged TF1-style model_fns and input_fns under make_run_config's strategies."""
+"""Unchanged TF1-style model_fns and input_fns under make_run_config's strategies,
+in TF2 behaviour here and in TF1 behaviour through test_module_under_tf1_behaviour."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import estimator_dist
 from estimator_dist.input_checks import GlobalBatchWarning
+from tests.conftest import TF1_BEHAVIOUR_ENV
 from tests.estimator_dist import tf1_models
 
 pytestmark = pytest.mark.slow
@@ -162,3 +164,14 @@ def test_session_config_without_device_count_drops_replicas(model_dir):
                                        params={"learning_rate": 0.1})
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"Cannot assign a device.*CPU:1"):
         estimator.train(tf1_models.context_input_fn(x, y, 16), max_steps=2)
+
+
+@pytest.mark.timeout(1200)
+def test_module_under_tf1_behaviour(python_run):
+    """Every test above again, in a process that calls tf.compat.v1.disable_v2_behavior()
+    first (what legacy scripts do), which can only happen before TF starts."""
+    done = python_run(["-m", "pytest", __file__, "-q", "-p", "no:cacheprovider",
+                       "-k", "not test_module_under_tf1_behaviour"],
+                      timeout=1100, env={TF1_BEHAVIOUR_ENV: "1"})
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
+    assert done.returncode == 0, "\n".join(failed) or done.stdout[-3000:]

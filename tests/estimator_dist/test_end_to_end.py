@@ -177,12 +177,21 @@ def test_multi_worker_dead_peer_without_hook_never_ends(model_dir, tmp_path):
 
 
 def test_multi_worker_estimator_train_alone_refused(python_run, model_dir):
-    """The fact behind train_and_evaluate: with TF_CONFIG set, train() is refused."""
+    """The fact behind estimator_dist.cluster_train: with TF_CONFIG set and a plain
+    RunConfig, train() is refused."""
     env = {"TF_CONFIG": _worker_env(free_ports(1), 0)["TF_CONFIG"]}
-    result = python_run(_job(model_dir, 5, "train")[1:], timeout=120, env=env)
+    result = python_run(_job(model_dir, 5, "train", "plain_run_config")[1:], timeout=120,
+                        env=env)
     assert result.returncode != 0
     assert "Only `STANDALONE_CLIENT` mode is supported when you call `estimator.train`" in (
         result.stderr)
+
+
+def test_multi_worker_estimator_train_alone_runs_with_make_run_config(python_run, model_dir):
+    env = {"TF_CONFIG": _worker_env(free_ports(1), 0)["TF_CONFIG"]}
+    result = python_run(_job(model_dir, 5, "train")[1:], timeout=120, env=env)
+    assert result.returncode == 0 and "FINISHED" in result.stdout, result.stderr[-2000:]
+    assert tf.train.latest_checkpoint(model_dir).endswith("model.ckpt-5")
 
 
 def _deadlock_probe(tmp_path, cross_device_ops):
@@ -201,8 +210,13 @@ print("FINISHED")
 """
 
 
-def test_default_cross_device_ops_deadlock_on_cpu_replicas(python_run, tmp_path):
-    """The fact behind ReductionToOneDevice: with TensorFlow's defaults, no step completes."""
+def test_default_cross_device_ops_deadlock_on_cpu_replicas_in_tf2_behaviour(python_run,
+                                                                          tmp_path):
+    """The fact behind ReductionToOneDevice: with TensorFlow's defaults, no step completes.
+
+    Runs in TF2 behaviour (no ``disable_v2_behavior()``), where MirroredStrategy picks
+    CollectiveAllReduce; TF1 behaviour picks ReductionToOneDevice and trains
+    (``test_behaviour_facts.py::test_mirrored_defaults_train_in_tf1_behaviour``)."""
     try:
         result = python_run(["-c", _deadlock_probe(tmp_path / "default", None)], timeout=60)
     except subprocess.TimeoutExpired:

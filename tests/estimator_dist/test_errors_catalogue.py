@@ -93,6 +93,18 @@ CATALOGUE = [
      r"TF_CONFIG must be set for strategy 'multi_worker'"),
     ("bad-tf-config", ["--strategy", "multi_worker"], {"TF_CONFIG": "{bad"}, {},
      r"TF_CONFIG must be valid JSON\. Received: '\{bad'"),
+    ("cluster-source-bad", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": None, "SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-9"}, {},
+     r"SM_CURRENT_HOST must be one of SM_HOSTS \['algo-1', 'algo-2'\]\. Received: 'algo-9'"),
+    ("cluster-duplicate-address", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:2222", "localhost:2222"]}, '
+                   '"task": {"type": "worker", "index": 0}}'}, {},
+     r"rendezvous: every task must have its own address; worker 0 and worker 1 both have "
+     r"127\.0\.0\.1:2222"),
+    ("cluster-host-unresolvable", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:2222", "no-such-host.invalid:2222"]}, '
+                   '"task": {"type": "worker", "index": 0}}'}, {},
+     r"rendezvous: worker 1 must have a resolvable host\. Received: no-such-host\.invalid:2222"),
 ]
 _IDS = [entry[0] for entry in CATALOGUE]
 

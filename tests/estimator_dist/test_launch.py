@@ -3,6 +3,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -93,6 +94,8 @@ def test_launch_forwards_sigterm_to_tasks(tmp_path):
     (["--workers", "2"], r"COMMAND must follow --"),
     (["--workers", "0", "--", "true"], r"--workers must be at least 1"),
     (["--workers", "two", "--", "true"], r"must be a non-negative int. Received: 'two'"),
+    (["--workers", "2", "--", "/nonexistent/cmd"],
+     r"COMMAND must be a program that can run. Received: '/nonexistent/cmd' \(No such file"),
 ])
 def test_launch_bad_arguments_one_line_exit_2(args, message):
     result = _launch(*args)
@@ -104,3 +107,19 @@ def test_launch_bad_arguments_one_line_exit_2(args, message):
 def test_free_ports_distinct():
     ports = launch.free_ports(4)
     assert len(set(ports)) == 4
+
+
+def test_task_port_in_use_one_line_exit_2(python_run, tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port, other = taken.getsockname()[1], launch.free_ports(1)[0]
+        tf_config = {"cluster": {"worker": [f"127.0.0.1:{port}", f"127.0.0.1:{other}"]},
+                     "task": {"type": "worker", "index": 0}}
+        result = python_run(["-m", "estimator_dist.train", "--strategy", "multi_worker",
+                             "--model-dir", str(tmp_path / "model"), "--max-steps", "2"],
+                            env={"TF_CONFIG": json.dumps(tf_config)}, timeout=180)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "python -m estimator_dist.train: error: TF_CONFIG must give this task a port free on "
+        "this host (its gRPC server listens there). Received: worker 0 at "
+        f"127.0.0.1:{port} (Address already in use)")

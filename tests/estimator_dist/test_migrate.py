@@ -228,15 +228,15 @@ def test_save_failing_midway_leaves_no_output(tmp_path):
 def test_save_failing_midway_keeps_the_previous_output(tmp_path):
     output = tmp_path / "out"
     output.mkdir()
-    (output / "keep").write_text("old")
+    (output / migrate.MARKER).write_text("{}")  # An earlier output of migrate.
     with pytest.raises(OSError, match="disk full"):
         migrate.save(_FailingModel(), str(output), overwrite=True)
-    assert os.listdir(tmp_path) == ["out"] and os.listdir(output) == ["keep"]
+    assert os.listdir(tmp_path) == ["out"] and os.listdir(output) == [migrate.MARKER]
 
 
 def test_save_overwrite_replaces_an_existing_output(dense_run, tmp_path):
     output = tmp_path / "dense.keras"
-    output.write_text("an older model")
+    migrate.save(migrate.to_keras(dense_run[0]), str(output))
     migrate.save(migrate.to_keras(dense_run[0]), str(output), overwrite=True)
     assert tf.keras.models.load_model(str(output)).output_names == ["logits"]
     assert os.listdir(tmp_path) == ["dense.keras"]
@@ -346,3 +346,10 @@ def test_to_keras_model_without_params_raises(lstm_run):
                                          "Received: no params"):
         migrate.to_keras(lstm_run[0], model="lstm")
 
+
+
+def test_converters_cover_every_built_in_model():
+    from estimator_dist import config, models  # pylint: disable=import-outside-toplevel
+
+    # pylint: disable=protected-access
+    assert tuple(migrate._CONVERTERS) == tuple(models.MODELS) == config.MODELS

@@ -11,14 +11,15 @@ import shlex
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
-from estimator_dist import events, migrate, train
+from estimator_dist import checkpoint_mapping, events, migrate, train
+from tests import markdown_blocks
 from tests.conftest import REPO_ROOT
 
 _GUIDE = os.path.join(REPO_ROOT, "docs", "migration.md")
 _TOLERANCE = 1e-5
 _PAIR = ["Estimator:", "TF2:"]
-_BLOCK = re.compile(r"(?:^(Estimator:|TF2:)\n\n)?^```(\w*)\n(.*?)^```$", re.M | re.S)
 
 # Pair section -> the test below that checks it (the page names the same test).
 _CHECKS = {
@@ -31,48 +32,31 @@ _CHECKS = {
     "Export → model.save": "test_export_pair_gives_the_same_logits",
     "BasicLSTMCell with explicit state → Keras LSTM with return_state":
         "test_lstm_pair_gives_the_same_logits_and_state",
+    "Custom training loop: MirroredStrategy without fit":
+        "test_ctl_mirrored_pair_reaches_the_estimator_accuracy",
+    "Custom training loop: two workers (MultiWorkerMirroredStrategy)":
+        "test_ctl_multi_worker_pair_reaches_the_estimator_accuracy",
+    "Keras fit on two workers, resumed (BackupAndRestore)":
+        "test_keras_multi_worker_pair_resumes_where_it_stopped",
+    "Keras fit on TPUs (TPUStrategy), validated on CPU":
+        "test_keras_tpu_pair_reaches_the_estimator_accuracy",
+    "Custom training loop: stateful LSTM streams": "test_ctl_stream_pair_reaches_the_estimator_rmse",
 }
+# The tolerances docs/migration.md states for the custom training loops.
+_ACCURACY_GAP = 0.05
+_RMSE_RATIO = 1.3
 
 
 def _read_guide():
-    with open(_GUIDE, encoding="utf-8") as file:
-        return file.read()
+    return markdown_blocks.read(_GUIDE)
 
 
-def _sections(text):
-    """Section title -> [(label or None, language, code)], in the page's order."""
-    sections = {}
-    for part in re.split(r"^## ", text, flags=re.M)[1:]:
-        title, _, body = part.partition("\n")
-        sections[title.strip()] = [m.groups() for m in _BLOCK.finditer(body)]
-    return sections
-
-
-class _Guide:
-    """Runs the page's Python blocks in order, each once, in one namespace."""
-
-    def __init__(self, text):
-        self.sections = _sections(text)
-        self.namespace = {"__name__": "migration_guide"}
-        self._done = []
-
-    def run_to(self, title):
-        """Runs every section up to and including ``title``; returns the namespace."""
-        for name, blocks in self.sections.items():
-            if name not in self._done:
-                for label, language, code in blocks:
-                    if language == "python":
-                        exec(compile(code, f"{_GUIDE} [{name}: {label or 'setup'}]", "exec"),
-                             self.namespace)
-                self._done.append(name)
-            if name == title:
-                return self.namespace
-        raise KeyError(title)
+_sections = markdown_blocks.sections
 
 
 @pytest.fixture(scope="module")
 def guide():
-    return _Guide(_read_guide())
+    return markdown_blocks.Runner(_GUIDE)
 
 
 # --- The page's shape -------------------------------------------------------------------------
@@ -80,7 +64,8 @@ def guide():
 
 def test_guide_pairs_each_have_an_estimator_then_a_tf2_block():
     sections = _sections(_read_guide())
-    pairs = {t: [label for label, _, _ in b] for t, b in sections.items() if t in _CHECKS}
+    pairs = {t: [label for label, _, _ in b if label] for t, b in sections.items()
+             if t in _CHECKS}
     assert pairs == {title: _PAIR for title in _CHECKS}
     labelled = {t for t, b in sections.items() if any(label for label, _, _ in b)}
     assert labelled == set(_CHECKS)  # No pair is left unchecked.
@@ -88,9 +73,12 @@ def test_guide_pairs_each_have_an_estimator_then_a_tf2_block():
 
 def test_guide_names_only_tests_that_exist():
     named = set(re.findall(r"`(test_\w+)`", _read_guide()))
-    from tests.estimator_dist import test_migrate  # pylint: disable=import-outside-toplevel
+    # pylint: disable-next=import-outside-toplevel
+    from tests.estimator_dist import test_checkpoint_mapping, test_engines, test_migrate
 
-    defined = {n for n in list(globals()) + dir(test_migrate) if n.startswith("test_")}
+    modules = (test_migrate, test_checkpoint_mapping, test_engines)
+    defined = {n for n in list(globals()) + [n for m in modules for n in dir(m)]
+               if n.startswith("test_")}
     assert named and named <= defined, named - defined
     assert set(_CHECKS.values()) <= named
 
@@ -101,10 +89,19 @@ def test_guide_commands_parse_with_the_clis():
     commands = [shlex.split(line) for code in shell for line in code.splitlines()]
     parsers = {"estimator_dist.train": train.train_parser(),
                "estimator_dist.migrate": migrate.migrate_parser()}
-    assert [c[:3] for c in commands] == [["python", "-m", "estimator_dist.train"],
-                                        ["python", "-m", "estimator_dist.migrate"]]
+    assert [c[2] for c in commands] == ["estimator_dist.train", "estimator_dist.migrate",
+                                       "estimator_dist.migrate"] + ["estimator_dist.train"] * 3
+    assert all(c[:2] == ["python", "-m"] for c in commands)
     for command in commands:
         parsers[command[2]].parse_args(command[3:])
+
+
+def test_guide_mapping_example_is_the_fixture_mapping():
+    blocks = _sections(_read_guide())["Your own model_fn: a mapping file"]
+    (example,) = [code for _, language, code in blocks if language == "yaml"]
+    assert checkpoint_mapping.check_mapping(yaml.safe_load(example)) == \
+        checkpoint_mapping.load_mapping(os.path.join(REPO_ROOT, "tests", "fixtures", "tf1_lstm",
+                                                     "mapping.yaml"))
 
 
 # --- The pairs agree --------------------------------------------------------------------------
@@ -205,3 +202,62 @@ def test_lstm_pair_gives_the_same_logits_and_state(guide):
         expected = np.stack([p[name] for p in predicted])
         np.testing.assert_allclose(outputs[name], expected, atol=_TOLERANCE)
         np.testing.assert_allclose(second[name], expected, atol=_TOLERANCE)
+
+
+@pytest.mark.slow
+def test_ctl_mirrored_pair_reaches_the_estimator_accuracy(guide):
+    names = guide.run_to("Custom training loop: MirroredStrategy without fit")
+    estimator_accuracy, ctl_accuracy = (names["estimator_metrics"]["accuracy"],
+                                        names["ctl_metrics"]["accuracy"])
+    assert min(estimator_accuracy, ctl_accuracy) > 0.9
+    assert abs(estimator_accuracy - ctl_accuracy) <= _ACCURACY_GAP
+    losses = names["ctl_losses"]
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
+    restored = names["make_model"]()
+    tf.train.Checkpoint(model=restored).restore(
+        names["ctl_manager"].latest_checkpoint).expect_partial()
+    x = {"x": names["eval_features"]}
+    np.testing.assert_allclose(restored(x), names["ctl_model"](x), atol=_TOLERANCE)
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+def test_ctl_multi_worker_pair_reaches_the_estimator_accuracy(guide):
+    names = guide.run_to("Custom training loop: two workers (MultiWorkerMirroredStrategy)")
+    estimator_accuracy = names["mw_estimator_metrics"]["accuracy"]
+    assert names["mw_estimator_metrics"]["global_step"] == 80
+    assert min(estimator_accuracy, names["mw_ctl_accuracy"]) > 0.9
+    assert abs(estimator_accuracy - names["mw_ctl_accuracy"]) <= _ACCURACY_GAP
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+def test_keras_multi_worker_pair_resumes_where_it_stopped(guide):
+    names = guide.run_to("Keras fit on two workers, resumed (BackupAndRestore)")
+    assert names["resumed_step"] == 100
+    assert names["keras_resumed_output"].count("epochs run [2, 3]") == 2  # Both workers.
+    assert names["mw_keras_accuracy"] > 0.9
+
+
+@pytest.mark.slow
+def test_keras_tpu_pair_reaches_the_estimator_accuracy(guide):
+    names = guide.run_to("Keras fit on TPUs (TPUStrategy), validated on CPU")
+    assert names["no_tpu_error"] == "Please provide a TPU Name to connect to."
+    assert names["tpu_model"].compiled_loss is not None and names["tpu_model"]._jit_compile
+    estimator_accuracy = names["tpu_estimator_metrics"]["accuracy"]
+    keras_accuracy = names["tpu_history"].history["val_accuracy"][-1]
+    assert min(estimator_accuracy, keras_accuracy) > 0.9
+    assert abs(estimator_accuracy - keras_accuracy) <= _ACCURACY_GAP
+
+
+@pytest.mark.slow
+def test_ctl_stream_pair_reaches_the_estimator_rmse(guide):
+    names = guide.run_to("Custom training loop: stateful LSTM streams")
+    estimator_rmse, ctl_rmse = (names["stream_estimator_metrics"]["rmse"],
+                                names["stream_ctl_rmse"])
+    assert max(estimator_rmse, ctl_rmse) < np.std(names["series"]) / 3
+    assert max(estimator_rmse, ctl_rmse) <= _RMSE_RATIO * min(estimator_rmse, ctl_rmse)
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(f"{names['workdir']}/stream_ctl"))
+    saved_c = [k for k in reader.get_variable_to_shape_map() if k.startswith("state_c/")]
+    np.testing.assert_allclose(reader.get_tensor(saved_c[0]), names["train_state"][1].numpy())
+    assert (np.abs(names["train_state"][1].numpy()).max(axis=1) > 0).all()  # Every stream.

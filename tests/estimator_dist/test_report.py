@@ -20,7 +20,8 @@ def trained_dir(tmp_path_factory):
 
 def test_read_curves_has_train_loss_and_eval_metrics(trained_dir):
     train, evaluation = report.read_curves(trained_dir)
-    assert list(train) == ["loss"] and train["loss"][0][0] == 1
+    # The first loss is the first loop's last step: 20 max_steps -> 2 steps per run.
+    assert list(train) == ["loss"] and train["loss"][0][0] == 2
     assert sorted(evaluation) == ["accuracy", "loss"]
     assert [step for step, _ in evaluation["accuracy"]] == [10, 20]
 

@@ -26,7 +26,7 @@ def test_strategy_default_has_no_distribution(model_dir):
 def test_strategy_mirrored_replicas_in_sync(replicas):
     config = estimator_dist.make_run_config("mirrored", num_replicas=replicas)
     assert config.train_distribute.num_replicas_in_sync == replicas
-    assert config.eval_distribute is config.train_distribute
+    assert config.eval_distribute is None  # Exact evaluation on one device (test_exact_eval.py).
     assert config.session_config.device_count["CPU"] >= replicas
 
 

@@ -119,3 +119,18 @@ def iterator_input_fn(x, y, batch_size):
         return tf.data.make_one_shot_iterator(dataset).get_next()
 
     return input_fn
+
+
+def mlp_model_fn(features, labels, mode, params):
+    """tf.layers MLP with seeded initializers, tf.losses cross-entropy, v1 SGD, a summary."""
+    net = features["x"]
+    for i, units in enumerate(params.get("hidden_units", [16, 16])):
+        net = tf.layers.dense(net, units, activation=tf.nn.relu, name=f"hidden_{i}",
+                              kernel_initializer=tf.glorot_uniform_initializer(seed=i))
+    logits = tf.layers.dense(net, 3, name="logits",
+                             kernel_initializer=tf.glorot_uniform_initializer(seed=9))
+    loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+    tf.summary.scalar("mean_logit", tf.reduce_mean(logits))
+    train_op = tf.train.GradientDescentOptimizer(params["learning_rate"]).minimize(
+        loss, global_step=tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)

@@ -42,3 +42,19 @@ def test_basic_lstm_checkpoint_loads_into_lstm_model_fn(model_dir, num_layers):
     assert np.abs(old_logits).max() > 0.0
     new.train(train, max_steps=3)  # Adam's slots load too: training resumes.
     assert new.get_variable_value("global_step") == 3
+
+
+@pytest.mark.parametrize("num_layers", [1, 3])
+def test_lstm_cell_scopes_name_the_model_fns_variables(num_layers):
+    """The public layout facts (``model_fns.lstm_cell_scopes``) match the graph."""
+    with tf.Graph().as_default():
+        tf.compat.v1.train.create_global_step()
+        model_fns.lstm_model_fn({"x": tf.zeros([2, 5, 3])}, tf.zeros([2], tf.int64),
+                                tf.estimator.ModeKeys.TRAIN,
+                                {"num_units": 4, "num_classes": 2, "num_layers": num_layers,
+                                 "learning_rate": 0.1})
+        names = {v.op.name for v in tf.compat.v1.trainable_variables()}
+    scopes = model_fns.lstm_cell_scopes(num_layers)
+    assert len(scopes) == num_layers
+    assert {f"{s}/{v}" for s in scopes for v in ("kernel", "bias")} <= names
+    assert model_fns.LSTM_FORGET_BIAS == 1.0

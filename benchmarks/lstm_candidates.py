@@ -1,0 +1,216 @@
+"""LSTM kernels against BasicLSTMCell + ``dynamic_rnn`` (what ``model_fns._lstm_stack``
+runs), each in the same Estimator model_fn, in one process, alternating.
+
+    python benchmarks/lstm_candidates.py [--rounds 3] [--steps 60]
+
+All keep the BasicLSTMCell variables (``rnn/basic_lstm_cell/{kernel,bias}``, gate
+blocks i, j, f, o, forget bias 1.0 added when run):
+
+* ``custom_gradient``: the input projection of all time steps as one matmul, only the
+  recurrent matmul in the forward loop; a hand-written backward loop (one matmul per
+  step), then the kernel gradient as two large matmuls over all steps.
+* ``block_cell``: ``tf.raw_ops.LSTMBlockCell`` (one fused op per step, same gate
+  layout) in a ``tf.while_loop``; backward ``LSTMBlockCellGrad`` and one matmul per
+  step, the kernel gradient one large matmul over all steps (TF registers no gradient
+  for ``LSTMBlockCell``).
+
+Before timing, each kernel's outputs and gradients are compared with ``dynamic_rnn``'s
+on a small batch (max abs difference printed). The model_fn (last
+output -> dense logits, v1 Adam) and shapes (T=50, dim 32, 128 units, batch 128) are
+those of ``benchmarks/models.py lstm``.
+"""
+import argparse
+import statistics
+
+import numpy as np
+import tensorflow as tf
+
+import _timing
+import models
+from model_fns import _lstm_stack
+
+v1 = tf.compat.v1
+FORGET_BIAS = _lstm_stack.FORGET_BIAS
+
+
+def _variables(dim, units):
+    with v1.variable_scope("rnn/basic_lstm_cell"):
+        kernel = v1.get_variable("kernel", [dim + units, 4 * units])
+        bias = v1.get_variable("bias", [4 * units], initializer=v1.zeros_initializer())
+    return tf.convert_to_tensor(kernel), tf.convert_to_tensor(bias)
+
+
+def _gates(gates):
+    i, j, f, o = tf.split(gates, 4, axis=1)
+    return tf.sigmoid(i), tf.tanh(j), tf.sigmoid(f + FORGET_BIAS), tf.sigmoid(o)
+
+
+@tf.custom_gradient
+def _custom_gradient_lstm(x, c0, h0, kernel, bias):
+    dim, units = x.shape[-1], c0.shape[-1]
+    batch, time = tf.shape(x)[0], tf.shape(x)[1]
+    w_x, w_h = kernel[:dim], kernel[dim:]
+    x_time_major = tf.reshape(tf.transpose(x, [1, 0, 2]), [-1, dim])
+    projected = tf.reshape(tf.matmul(x_time_major, w_x) + bias, [time, batch, 4 * units])
+
+    def step(t, c, h, acts, cs, hs):
+        i, j, f, o = _gates(projected[t] + tf.matmul(h, w_h))
+        c = c * f + i * j
+        h = tf.tanh(c) * o
+        return (t + 1, c, h, acts.write(t, tf.concat([i, j, f, o], 1)), cs.write(t, c),
+                hs.write(t, h))
+
+    arrays = [tf.TensorArray(tf.float32, size=time) for _ in range(3)]
+    _, c, h, acts, cs, hs = tf.while_loop(lambda t, *_: t < time, step, (0, c0, h0, *arrays))
+    acts, cs, hs = acts.stack(), cs.stack(), hs.stack()
+
+    def grad(d_outputs, d_c, d_h):
+        d_hs = tf.transpose(d_outputs, [1, 0, 2])
+        c_prev = tf.concat([c0[None], cs[:-1]], 0)
+        w_h_t = tf.transpose(w_h)
+
+        def back(t, dc, dh, d_gates):
+            dh = dh + d_hs[t]
+            i, j, f, o = tf.split(acts[t], 4, axis=1)
+            tanh_c = tf.tanh(cs[t])
+            dc = dc + dh * o * (1 - tanh_c * tanh_c)
+            dg = tf.concat([dc * j * i * (1 - i), dc * i * (1 - j * j),
+                            dc * c_prev[t] * f * (1 - f), dh * tanh_c * o * (1 - o)], 1)
+            return t - 1, dc * f, tf.matmul(dg, w_h_t), d_gates.write(t, dg)
+
+        _, dc0, dh0, d_gates = tf.while_loop(
+            lambda t, *_: t >= 0, back,
+            (time - 1, d_c, d_h, tf.TensorArray(tf.float32, size=time)))
+        dg = tf.reshape(d_gates.stack(), [-1, 4 * units])
+        h_prev = tf.reshape(tf.concat([h0[None], hs[:-1]], 0), [-1, units])
+        d_kernel = tf.concat([tf.matmul(x_time_major, dg, transpose_a=True),
+                              tf.matmul(h_prev, dg, transpose_a=True)], 0)
+        dx = tf.reshape(tf.matmul(dg, w_x, transpose_b=True), [time, batch, dim])
+        return tf.transpose(dx, [1, 0, 2]), dc0, dh0, d_kernel, tf.reduce_sum(dg, 0)
+
+    return (tf.transpose(hs, [1, 0, 2]), c, h), grad
+
+
+def custom_gradient_run(x, c0, h0, units):
+    return _custom_gradient_lstm(x, c0, h0, *_variables(x.shape[-1], units))
+
+
+@tf.custom_gradient
+def _block_cell_lstm(x, c0, h0, kernel, bias):
+    dim, units = tf.compat.dimension_value(x.shape[-1]), tf.compat.dimension_value(c0.shape[-1])
+    inputs = tf.transpose(x, [1, 0, 2])
+    time = tf.shape(x)[1]
+    no_peephole = tf.zeros([units])
+    cell = dict(w=kernel, wci=no_peephole, wcf=no_peephole, wco=no_peephole, b=bias)
+
+    def step(t, c, h, saved):
+        i, c, f, o, ci, co, h = tf.raw_ops.LSTMBlockCell(
+            x=inputs[t], cs_prev=c, h_prev=h, forget_bias=FORGET_BIAS, cell_clip=-1.0,
+            use_peephole=False, **cell)
+        return t + 1, c, h, [a.write(t, v) for a, v in zip(saved, (i, c, f, o, ci, co, h))]
+
+    saved = [tf.TensorArray(tf.float32, size=time) for _ in range(7)]
+    _, c, h, saved = tf.while_loop(lambda t, *_: t < time, step, (0, c0, h0, saved))
+    i, cs, f, o, ci, co, hs = (array.stack() for array in saved)
+
+    def grad(d_outputs, d_c, d_h):
+        d_hs = tf.transpose(d_outputs, [1, 0, 2])
+        c_prev = tf.concat([c0[None], cs[:-1]], 0)
+        h_prev = tf.concat([h0[None], hs[:-1]], 0)
+        w_h_t = tf.transpose(kernel[dim:])
+
+        def back(t, dc, dh, d_gates):
+            dc, dg, _, _, _ = tf.raw_ops.LSTMBlockCellGrad(
+                x=inputs[t], cs_prev=c_prev[t], h_prev=h_prev[t], i=i[t], cs=cs[t], f=f[t],
+                o=o[t], ci=ci[t], co=co[t], cs_grad=dc, h_grad=dh + d_hs[t],
+                use_peephole=False, **cell)
+            return t - 1, dc, tf.matmul(dg, w_h_t), d_gates.write(t, dg)
+
+        _, dc0, dh0, d_gates = tf.while_loop(
+            lambda t, *_: t >= 0, back,
+            (time - 1, d_c, d_h, tf.TensorArray(tf.float32, size=time)))
+        dg = tf.reshape(d_gates.stack(), [-1, 4 * units])
+        rows = tf.reshape(tf.concat([inputs, h_prev], 2), [-1, dim + units])
+        dx = tf.reshape(tf.matmul(dg, kernel[:dim], transpose_b=True), tf.shape(inputs))
+        return (tf.transpose(dx, [1, 0, 2]), dc0, dh0,
+                tf.matmul(rows, dg, transpose_a=True), tf.reduce_sum(dg, 0))
+
+    return (tf.transpose(hs, [1, 0, 2]), c, h), grad
+
+
+def block_cell_run(x, c0, h0, units):
+    return _block_cell_lstm(x, c0, h0, *_variables(x.shape[-1], units))
+
+
+def dynamic_rnn_run(x, c0, h0, units):
+    cell = v1.nn.rnn_cell.BasicLSTMCell(units, forget_bias=FORGET_BIAS)
+    state = v1.nn.rnn_cell.LSTMStateTuple(c0, h0)
+    outputs, state = v1.nn.dynamic_rnn(cell, x, initial_state=state, scope="rnn")
+    return outputs, state.c, state.h
+
+
+CANDIDATES = {"dynamic_rnn": dynamic_rnn_run, "custom_gradient": custom_gradient_run,
+              "block_cell": block_cell_run}
+
+
+def max_difference(run, reference=dynamic_rnn_run, shape=(4, 6, 3), units=5):
+    """Max abs difference of outputs, final state and gradients from ``reference``'s.
+
+    Fetching a v2 while loop's outputs and its gradients from one plain session needs
+    every loop intermediate kept, for this check only.
+    """
+    values = []
+    v1.experimental.output_all_intermediates(True)
+    for fn in (reference, run):
+        with tf.Graph().as_default():
+            rng = np.random.RandomState(0)
+            x = tf.constant(rng.randn(*shape).astype(np.float32))
+            c0, h0 = (tf.constant(rng.randn(shape[0], units).astype(np.float32))
+                      for _ in range(2))
+            outputs, c, h = fn(x, c0, h0, units)
+            loss = tf.reduce_sum(outputs ** 2) + tf.reduce_sum(tf.sin(c)) + tf.reduce_sum(h)
+            variables = sorted(v1.trainable_variables(), key=lambda v: v.name)  # bias, kernel
+            with v1.Session() as session:
+                for variable in variables:
+                    size = variable.shape.num_elements()
+                    variable.load(np.linspace(-1, 1, size).reshape(variable.shape), session)
+                values.append(session.run([outputs, c, h,
+                                           *tf.gradients(loss, variables + [x])]))
+    v1.experimental.output_all_intermediates(None)
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(*values))
+
+
+def _model_fn(run):
+    def model_fn(features, labels, mode, params):
+        x = features["x"]
+        zeros = tf.zeros([tf.shape(x)[0], models.LSTM["num_units"]])
+        outputs, _, _ = run(x, zeros, zeros, models.LSTM["num_units"])
+        logits = v1.layers.dense(outputs[:, -1], models.LSTM["num_classes"])
+        return models._plain_spec(mode, logits, labels)
+
+    return model_fn
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes (smoke test)")
+    args = parser.parse_args(argv)
+    if args.tiny:
+        models.LSTM.update(models.TINY["lstm"])
+    _timing.print_header()
+    for name, run in CANDIDATES.items():
+        print(f"  {name}: max abs difference from dynamic_rnn {max_difference(run):.1e}")
+    input_fn = _timing.blobs_input_fn([models.LSTM["time"], models.LSTM["dim"]],
+                                      models.BATCH)
+    systems = {name: models._estimator_system(_model_fn(run), {}, input_fn, args.steps)
+               for name, run in CANDIDATES.items()}
+    rates, gflops = _timing.alternate(systems, args.rounds, baseline="dynamic_rnn")
+    for name, values in rates.items():
+        share = statistics.median(values) * models.lstm_flops_per_example() / 1e9 / gflops
+        print(f"  {name:<28} {share:.0%} of the sgemm ceiling")
+
+
+if __name__ == "__main__":
+    main()

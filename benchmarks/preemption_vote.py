@@ -1,0 +1,106 @@
+"""What PreemptionHook costs a multi-worker step: its one-number all-reduce per step.
+
+    python benchmarks/preemption_vote.py              # 5 rounds, 2 workers
+    python benchmarks/preemption_vote.py --rounds 3
+
+Each round trains the dense model_fn on two local workers (MultiWorkerMirroredStrategy,
+TF_CONFIG on 127.0.0.1) twice, with and without ``PreemptionHook``, in alternating order,
+and times steps 50 to 450 on the chief. Prints steps/s medians over the rounds and the
+median of the per-round ratios (with / without): timings on a shared machine swing, so
+only same-round ratios mean much.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_FIRST_STEP, _LAST_STEP = 50, 450
+
+
+def _worker(model_dir, with_hook):
+    """One task: trains to _LAST_STEP; the chief prints the steps/s between the steps."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    import estimator_dist  # pylint: disable=import-outside-toplevel
+    import model_fns  # pylint: disable=import-outside-toplevel
+    from input_fns import from_arrays  # pylint: disable=import-outside-toplevel
+
+    class Timer(tf.compat.v1.train.SessionRunHook):
+        def __init__(self):
+            self.times = {}
+
+        def before_run(self, run_context):
+            return tf.compat.v1.train.SessionRunArgs(tf.compat.v1.train.get_global_step())
+
+        def after_run(self, run_context, run_values):
+            if run_values.results in (_FIRST_STEP, _LAST_STEP - 1):
+                self.times[run_values.results] = time.perf_counter()
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4096, 16)).astype(np.float32)
+    y = (x.sum(axis=1) > 0).astype(np.int64)
+    config = estimator_dist.make_run_config("multi_worker", model_dir=model_dir,
+                                            save_checkpoints_steps=10**6, tf_random_seed=1)
+    estimator = tf.estimator.Estimator(model_fns.dense_classifier_model_fn, config=config,
+                                       params={"hidden_units": [32, 32], "num_classes": 2,
+                                               "learning_rate": 0.01})
+    timer = Timer()
+    hooks = [timer] + ([estimator_dist.PreemptionHook()] if with_hook else [])
+    tf.estimator.train_and_evaluate(
+        estimator, tf.estimator.TrainSpec(from_arrays({"x": x}, y, batch_size=64),
+                                          max_steps=_LAST_STEP, hooks=hooks),
+        tf.estimator.EvalSpec(from_arrays({"x": x}, y, batch_size=64, num_epochs=1)))
+    if config.is_chief:
+        steps = _LAST_STEP - 1 - _FIRST_STEP
+        print("STEPS_PER_SECOND", steps / (timer.times[_LAST_STEP - 1] - timer.times[_FIRST_STEP]))
+
+
+def _cluster_run(with_hook):
+    """Steps/s of the chief of one two-worker run."""
+    from estimator_dist.launch import free_ports  # pylint: disable=import-outside-toplevel
+
+    ports = free_ports(2)
+    workers = [f"127.0.0.1:{port}" for port in ports]
+    with tempfile.TemporaryDirectory() as model_dir:
+        processes = []
+        for index in range(2):
+            tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+            env = dict(os.environ, TF_CONFIG=json.dumps(tf_config), PYTHONPATH=_REPO,
+                       TF_CPP_MIN_LOG_LEVEL="2")
+            processes.append(subprocess.Popen(
+                [sys.executable, __file__, "--worker", model_dir, str(int(with_hook))],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+        outputs = [p.communicate(timeout=600)[0] for p in processes]
+    line, = [l for l in outputs[0].splitlines() if l.startswith("STEPS_PER_SECOND")]
+    return float(line.split()[1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        _worker(args.worker[0], args.worker[1] == "1")
+        return
+    with_hook, without, ratios = [], [], []
+    for round_index in range(args.rounds):
+        order = (True, False) if round_index % 2 == 0 else (False, True)
+        speeds = {hook: _cluster_run(hook) for hook in order}
+        with_hook.append(speeds[True])
+        without.append(speeds[False])
+        ratios.append(speeds[True] / speeds[False])
+        print(f"round {round_index + 1}: with hook {speeds[True]:.1f} steps/s, without "
+              f"{speeds[False]:.1f} steps/s, ratio {ratios[-1]:.3f}", flush=True)
+    print(f"median: with hook {statistics.median(with_hook):.1f} steps/s, without "
+          f"{statistics.median(without):.1f} steps/s, ratio {statistics.median(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()

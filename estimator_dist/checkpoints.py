@@ -1,0 +1,130 @@
+"""Which checkpoint a resume restores, and the fallback past a damaged one.
+
+Estimator restores ``tf.train.latest_checkpoint(model_dir)``: the checkpoint that the
+``checkpoint`` state file names. TensorFlow reads a garbage state file as "no checkpoint"
+(and a new run then writes ``model.ckpt-0`` over the old one), and fails with a long
+traceback on a state file that names a missing checkpoint or on a truncated checkpoint.
+
+A resume here restores the newest intact checkpoint on disk instead: the newest whose
+index and data files read in full, looked at newest first. When that is not the one the
+state file names, or newer checkpoints are damaged, ``fall_back`` moves the damaged
+checkpoints' files and the old state file, byte for byte, into ``MODEL_DIR/damaged-TIME/``
+(so training on never writes over them) and writes a new state file naming the intact
+checkpoint. No checkpoint file is rewritten or deleted. A model dir with checkpoint files
+but none intact is refused.
+"""
+import dataclasses
+import datetime
+import glob
+import os
+import re
+
+import tensorflow as tf
+
+from estimator_dist.errors import UsageError
+
+STATE_FILE = "checkpoint"
+_PREFIX = re.compile(r"^(model\.ckpt-(\d+))\.(index|meta|data-\d+-of-\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """Where a resume starts. ``path`` None: a fresh start (no checkpoint at all)."""
+
+    path: str = None  # The intact checkpoint prefix to restore.
+    step: int = 0
+    stale: tuple = ()  # (prefix, why) of damaged or missing checkpoints newer than ``path``.
+    named: str = None  # What the state file names ("" when it cannot be read).
+
+    @property
+    def needs_fallback(self):
+        return self.path is not None and (bool(self.stale) or self.named != self.path)
+
+
+def _on_disk(model_dir):
+    """step -> prefix of every ``model.ckpt-N`` with any file in ``model_dir``."""
+    found = {}
+    for name in os.listdir(model_dir):
+        match = _PREFIX.match(name)
+        if match:
+            found[int(match.group(2))] = os.path.join(model_dir, match.group(1))
+    return found
+
+
+def _named(model_dir):
+    """The prefix the state file names; "" for an unreadable one, None for none."""
+    if not os.path.exists(os.path.join(model_dir, STATE_FILE)):
+        return None
+    state = tf.train.get_checkpoint_state(model_dir)  # None when it does not parse.
+    if state is None or not state.model_checkpoint_path:
+        return ""
+    # By name in model_dir, as tf.train.latest_checkpoint finds it in a moved model dir.
+    return os.path.join(model_dir, os.path.basename(state.model_checkpoint_path))
+
+
+def damage(prefix):
+    """Why the checkpoint ``prefix`` cannot be restored, or None when every tensor reads."""
+    if not os.path.exists(prefix + ".index"):
+        return "missing"
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError, IndexError) as error:  # IndexError: a short file.
+        return str(getattr(error, "message", error)).splitlines()[0][:160]
+    return None
+
+
+def inspect(model_dir):
+    """The ``Resume`` of ``model_dir``; reads only.
+
+    Raises:
+      UsageError: checkpoint files or a state file, and no intact checkpoint among them.
+    """
+    if not os.path.isdir(model_dir):
+        return Resume()
+    named = _named(model_dir)
+    disk = _on_disk(model_dir)
+    if named and _PREFIX.match(os.path.basename(named) + ".index"):
+        disk.setdefault(int(named.rsplit("-", 1)[1]), named)
+    stale = []
+    for step in sorted(disk, reverse=True):
+        why = damage(disk[step])
+        if why is None:
+            return Resume(disk[step], step, tuple(stale), named)
+        stale.append((disk[step], why))
+    if named is None and not stale:
+        return Resume()
+    described = "; ".join(f"{os.path.basename(p)}: {why}" for p, why in stale) or (
+        f"the {STATE_FILE} file names {named or 'nothing readable'} and no checkpoint is there")
+    raise UsageError(
+        f"model_dir must hold an intact checkpoint to resume (nothing was changed; use a new "
+        f"--model-dir to start over). Received: model_dir={model_dir!r} ({described})")
+
+
+def describe(resume):
+    """One sentence: what is damaged and which checkpoint the resume restores instead."""
+    if resume.stale:
+        names = ", ".join(f"{os.path.basename(p)} ({why})" for p, why in resume.stale)
+        what = f"checkpoint {names} cannot be restored"
+    elif resume.named == "":
+        what = f"the {STATE_FILE} state file does not parse"
+    else:
+        what = f"the {STATE_FILE} state file names {os.path.basename(resume.named)}, not the newest"
+    return f"{what}; resuming from {os.path.basename(resume.path)}, the newest intact checkpoint"
+
+
+def fall_back(model_dir, resume, now=None):
+    """Moves the damaged files and the old state file aside, untouched, and writes a state
+    file naming ``resume.path``; returns the directory they went to."""
+    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    aside = os.path.join(model_dir, f"damaged-{stamp}")
+    os.makedirs(aside)
+    moved = [p for prefix, _ in resume.stale for p in glob.glob(glob.escape(prefix) + ".*")]
+    state = os.path.join(model_dir, STATE_FILE)
+    for path in moved + ([state] if os.path.exists(state) else []):
+        os.rename(path, os.path.join(aside, os.path.basename(path)))
+    intact = sorted((s, p) for s, p in _on_disk(model_dir).items() if s <= resume.step)
+    tf.compat.v1.train.update_checkpoint_state(
+        model_dir, resume.path, all_model_checkpoint_paths=[p for _, p in intact])
+    return aside

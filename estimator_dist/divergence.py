@@ -1,0 +1,213 @@
+"""Stops a training run whose replicas or workers no longer hold the same weights.
+
+Under "mirrored" and "multi_worker" every replica keeps its own copy of each variable,
+and the strategy keeps the copies equal by applying one aggregated update to all of
+them. Code that updates a copy by itself breaks that without any error: a custom
+optimizer whose ``apply_gradients`` assigns the new value per variable
+(``param.assign(next_param)``, as BERT's ``AdamWeightDecayOptimizer`` does), or an
+``assign`` in the model_fn, updates each copy with its own replica's values. The copies
+drift apart, and the checkpoint keeps only the first replica's.
+
+``watch(strategy)`` makes the strategy add a check to every Estimator training graph it
+builds, so a plain ``tf.estimator.Estimator(model_fn, config=make_run_config(...))``
+needs no hook of its own. When the session starts, after the first step, every
+``CHECK_EVERY_STEPS`` steps and at the end, the check compares the copies of every mirrored variable in one extra
+``Session.run``: the local replicas value by value, and the workers by a per-variable
+checksum (sum and sum of squares in float64) gathered with one all-reduce. When any
+differ, training stops with ``ReplicaDivergenceError``: one line naming the variable
+and the likely cause. Per-replica (``ON_READ``) variables may differ and are skipped.
+"""
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.distribute import values as ds_values
+
+CHECK_EVERY_STEPS = 100
+# Copies updated by the same aggregated update are bit-identical; this leaves room for
+# reductions that are not.
+_RELATIVE_TOLERANCE = 1e-6
+
+
+class ReplicaDivergenceError(RuntimeError):
+    """Replicas or workers of a synchronous strategy hold different values of a variable."""
+
+
+def _checked_variables():
+    """The mirrored (kept-equal) variables of the graph with something to compare."""
+    return [v for v in tf.compat.v1.global_variables()
+            if isinstance(v, ds_values.MirroredVariable)
+            and (v.dtype.is_floating or v.dtype.is_integer)
+            and v.shape.is_fully_defined() and v.shape.num_elements() != 0]
+
+
+def _by_dtype(variables):
+    """Variables grouped by dtype, so that each group's copies concatenate into one vector."""
+    groups = {}
+    for variable in variables:
+        groups.setdefault(variable.dtype.base_dtype, []).append(variable)
+    return list(groups.values())
+
+
+def _flat(strategy, variables, replica):
+    """One vector of ``variables``' copies on local ``replica``, and each element's
+    variable (its index in ``variables``).
+
+    A check then costs a few ops per variable, not a dozen: on a small model the ops, not
+    the arithmetic, are what a check costs.
+    """
+    copies = [strategy.experimental_local_results(v)[replica] for v in variables]
+    with tf.device(copies[0].device):
+        vector = tf.concat([tf.reshape(c.read_value(), [-1]) for c in copies], 0)
+        ids = tf.repeat(tf.range(len(variables)), [v.shape.num_elements() for v in variables])
+    return vector, ids
+
+
+def _replica_spreads(strategy, variables):
+    """Per variable: the largest difference of a local copy from the first, and a scale."""
+    first, ids = _flat(strategy, variables, 0)
+    spread = tf.zeros([len(variables)], first.dtype)
+    for replica in range(1, len(strategy.experimental_local_results(variables[0]))):
+        other, _ = _flat(strategy, variables, replica)
+        spread = tf.maximum(spread, tf.math.segment_max(tf.abs(other - first), ids))
+    scale = tf.math.segment_max(tf.abs(first), ids)
+    return tf.cast(spread, tf.float64), tf.cast(scale, tf.float64)
+
+
+def _worker_spreads(strategy, variables):
+    """Per variable: the spread of a checksum across workers, and the checksums' scale.
+
+    Each worker writes its checksums (sum and sum of squares, float64) into its own row
+    of a zero table; summing the tables over the workers (one all-reduce, exact since
+    the rest is zeros) gives every worker every row.
+    """
+    extended = strategy.extended
+    worker = multi_worker_util.id_in_cluster(extended._cluster_spec, extended._task_type,
+                                             extended._task_id)
+    workers = extended._num_workers
+    vector, ids = _flat(strategy, variables, 0)
+    vector = tf.cast(vector, tf.float64)
+    checksums = tf.stack([tf.math.segment_sum(vector, ids),
+                          tf.math.segment_sum(vector * vector, ids)], 1)
+    table = tf.pad(checksums[None], [[worker, workers - 1 - worker], [0, 0], [0, 0]])
+    table = strategy.reduce(tf.distribute.ReduceOp.SUM, table, axis=None)
+    spread = tf.reduce_max(tf.reduce_max(table, 0) - tf.reduce_min(table, 0), 1)
+    return spread, tf.reduce_max(tf.abs(table), [0, 2])
+
+
+def _check_tensors(strategy):
+    """(variable names, spreads, scales, place) for the graph's mirrored variables, or None.
+
+    ``place`` is "replicas" or "workers": where the copies that are compared live.
+    """
+    variables = _checked_variables()
+    if not variables:
+        return None
+    across_workers = getattr(strategy.extended, "_num_workers", 1) > 1
+    spreads_of = _worker_spreads if across_workers else _replica_spreads
+    groups = _by_dtype(variables)
+    pairs = [spreads_of(strategy, group) for group in groups]
+    names = [v.name.split(":")[0] for group in groups for v in group]
+    return (names, tf.concat([p[0] for p in pairs], 0), tf.concat([p[1] for p in pairs], 0),
+            "workers" if across_workers else "replicas")
+
+
+def _message(name, spread, step, place):
+    """The one line ``ReplicaDivergenceError`` carries."""
+    return (f"variable {name!r} must hold the same value on every one of the {place}, but "
+            f"its copies differ by {spread:.3g} at step {step}: something updates each "
+            "copy on its own, e.g. a custom optimizer whose apply_gradients assigns new "
+            "values from gradients not aggregated across replicas, or an assign in the "
+            "model_fn; aggregate before assigning (see docs/strategies.md, 'Replicas that "
+            "drift apart').")
+
+
+class DivergenceHook(tf.compat.v1.train.SessionRunHook):
+    """Runs the check when the session starts, after the first step, every
+    ``every_n_steps`` steps and at the end.
+
+    The check is built in ``begin``, once the model is in the graph and outside any loop
+    that runs several steps per ``Session.run``. Its first run in a session costs about
+    a second (the session prepares the check's subgraph); the run at session start puts
+    that into start-up, and checks that the copies start out equal.
+    """
+
+    def __init__(self, strategy, every_n_steps=CHECK_EVERY_STEPS):
+        self._strategy = strategy
+        self._every_n_steps = every_n_steps
+        self._check = None
+        self._steps = 0
+        self._checked_at = 0
+
+    def begin(self):
+        with self._strategy.scope():
+            self._check = _check_tensors(self._strategy)
+
+    def after_create_session(self, session, coord):
+        del coord  # Unused.
+        self._run_check(session)
+
+    def after_run(self, run_context, run_values):
+        del run_values  # The check reads the variables after the step, in a run of its own.
+        self._steps += 1
+        if self._steps == 1 or self._steps % self._every_n_steps == 0:
+            self._run_check(run_context.session)
+
+    def end(self, session):
+        if self._steps != self._checked_at:
+            self._run_check(session)
+
+    def _run_check(self, session):
+        self._checked_at = self._steps
+        if self._check is None:
+            return
+        names, spreads, scales, place = self._check
+        spreads, scales, step = session.run(
+            [spreads, scales, tf.compat.v1.train.get_global_step()])
+        excess = spreads / (_RELATIVE_TOLERANCE * np.maximum(scales, 1.0))
+        worst = int(np.argmax(excess))
+        if excess[worst] > 1.0:
+            raise ReplicaDivergenceError(
+                _message(names[worst], spreads[worst], step, place))
+
+
+class _WatchedExtended:
+    """Adds a ``DivergenceHook`` to the training spec Estimator builds per replica."""
+
+    _every_n_steps = CHECK_EVERY_STEPS
+
+    def call_for_each_replica(self, fn, args=(), kwargs=None):
+        result = super().call_for_each_replica(fn, args, kwargs)
+        strategy = self._container_strategy()
+        if not (isinstance(result, tf.estimator.EstimatorSpec)
+                and result.mode == tf.estimator.ModeKeys.TRAIN
+                and strategy.num_replicas_in_sync > 1):
+            return result
+        hook = DivergenceHook(strategy, self._every_n_steps)
+        # The grouped spec holds per-replica values that EstimatorSpec's own checks (run
+        # by its _replace) refuse, so the copy is made as the tuple it is.
+        fields = result._asdict()
+        fields["training_hooks"] = tuple(result.training_hooks) + (hook,)
+        return type(result)._make(fields.values())
+
+
+_WATCHED_CLASSES = {}
+
+
+def watch(strategy, every_n_steps=CHECK_EVERY_STEPS):
+    """Makes ``strategy`` stop Estimator training when its copies of a variable differ.
+
+    The strategy's ``extended`` gets a subclass of its own class (it survives the deep
+    copies Estimator and the distribute coordinator make) whose
+    ``call_for_each_replica`` appends a ``DivergenceHook`` to the training spec.
+
+    Returns:
+      ``strategy``.
+    """
+    base = type(strategy.extended)
+    if issubclass(base, _WatchedExtended):
+        base = base.__mro__[2]
+    if base not in _WATCHED_CLASSES:
+        _WATCHED_CLASSES[base] = type(f"Watched{base.__name__}", (_WatchedExtended, base), {})
+    strategy.extended.__class__ = _WATCHED_CLASSES[base]
+    strategy.extended._every_n_steps = every_n_steps
+    return strategy

@@ -1,0 +1,87 @@
+"""Network isolation of a local cluster: its tasks reachable from loopback only.
+
+TensorFlow's gRPC server (``tf.distribute.Server``, which every task of a cluster starts)
+listens on all interfaces, ``*:PORT``, whatever host ``TF_CONFIG`` names, and it has no
+bind-address option and no authentication: anyone who can reach the port can run ops on
+the task, e.g. read its files (docs/security.md). ``isolate_network`` moves the calling
+process into a new, private Linux network namespace holding only a loopback interface,
+which it brings up; processes started afterwards inherit it. So tasks on 127.0.0.1 reach
+each other, and nothing outside the namespace can connect to them (nor can they reach
+the network).
+
+As root it unshares the network namespace alone; otherwise a user namespace too, in which
+the caller keeps its own uid and gid. It must run before the process starts threads.
+"""
+import ctypes
+import fcntl
+import os
+import socket
+import struct
+import sys
+
+from estimator_dist.errors import UsageError
+
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWUSER = 0x10000000
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 0x1
+_IFREQ = "16sH22x"  # struct ifreq: the interface name, then ifr_flags in a 24-byte union.
+EXPOSURE_FLAG = "--allow-network-exposure"
+
+
+def _unshare(flags):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(flags) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+
+def _map_own_ids(uid, gid):
+    """Inside a new user namespace: keep the caller's uid and gid (and no other)."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w", encoding="ascii") as file:
+            file.write(text)
+
+
+def _loopback_up():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack(_IFREQ, b"lo", 0)
+        _, flags = struct.unpack(_IFREQ, fcntl.ioctl(sock, _SIOCGIFFLAGS, request))
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack(_IFREQ, b"lo", flags | _IFF_UP))
+
+
+def _refusal(reason):
+    return UsageError(
+        f"a local cluster must run in a private network namespace, since TensorFlow's gRPC "
+        f"server accepts unauthenticated connections on every interface (docs/security.md); "
+        f"pass {EXPOSURE_FLAG} to run it without one. Received: {reason}")
+
+
+def isolate_network():
+    """Moves this process (and every process it starts afterwards) into a new network
+    namespace where only loopback exists and is up.
+
+    Raises:
+      UsageError: the platform is not Linux, or the kernel refused a new namespace
+        (no permission, or user namespaces disabled).
+    """
+    if not sys.platform.startswith("linux"):
+        raise _refusal(f"platform {sys.platform!r} has no network namespaces")
+    uid, gid = os.getuid(), os.getgid()
+    attempts = [_CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET] if os.geteuid() == 0 else [
+        _CLONE_NEWUSER | _CLONE_NEWNET]
+    for flags in attempts:
+        try:
+            _unshare(flags)
+        except OSError as error:
+            failure = error
+            continue
+        try:
+            if flags & _CLONE_NEWUSER:
+                _map_own_ids(uid, gid)
+            _loopback_up()
+        except OSError as error:
+            raise _refusal(f"setting up the namespace failed ({error.strerror})") from None
+        return
+    raise _refusal(f"unshare of a network namespace failed ({failure.strerror})")

@@ -1,0 +1,103 @@
+"""What one run's strategy means, resolved once: ``resolve(strategy, ...) -> Plan``.
+
+A run asks its ``Plan`` — how many replicas split the global batch, this task's role,
+the training hooks, how input_fns are adapted — instead of branching on strategy names.
+The cluster is parsed once here (from ``TF_CONFIG`` or another cluster source), and the
+RunConfig comes from ``make_run_config``.
+"""
+import dataclasses
+
+import tensorflow as tf
+
+from estimator_dist import cluster, strategy_table
+from estimator_dist.errors import UsageError
+from estimator_dist.estimator import tpu_input_fn
+from estimator_dist.peer_failure import PeerFailureHook
+from estimator_dist.preemption import PreemptionHook
+from estimator_dist.run_config import make_run_config
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A strategy resolved for one process.
+
+    Attributes:
+      kind: the ``strategy_table.StrategyKind``.
+      config: the ``tf.estimator.RunConfig`` (a ``TPURunConfig`` for "tpu").
+      replicas: how many replicas split one global batch (1 where workers step
+        asynchronously, each on a whole batch).
+      task: this process's ``cluster.TFConfig`` under a cluster strategy, else None.
+    """
+
+    kind: strategy_table.StrategyKind
+    config: tf.estimator.RunConfig
+    replicas: int
+    task: cluster.TFConfig = None
+
+    @property
+    def is_chief(self):
+        """Whether this process writes the run's record, progress and export."""
+        return self.task is None or self.task.is_chief
+
+    @property
+    def task_type(self):
+        """The cluster task type ("chief", "worker", "evaluator", "ps"), else None."""
+        return self.task.task_type if self.task else None
+
+    def check_batch_size(self, batch_size):
+        """Refuses a global batch that does not split evenly over the replicas."""
+        if batch_size % self.replicas:
+            raise UsageError(
+                f"batch_size must be divisible by the {self.replicas} replicas (it is the "
+                f"global batch, split evenly across them). Received: batch_size={batch_size}")
+
+    def describe_batch(self, batch_size):
+        """How ``batch_size`` is consumed, in words for the run's first line."""
+        if not self.kind.synchronous:
+            return f"batch {batch_size} per worker step, asynchronous"
+        return (f"global batch {batch_size} over {self.replicas} "
+                f"replica{'s' if self.replicas > 1 else ''}")
+
+    def train_hooks(self):
+        """The hooks every training call of this run needs: a preemption save, and under
+        collectives an end to the run when a peer is lost (instead of endless retries)."""
+        return [PreemptionHook()] + ([PeerFailureHook()] if self.kind.collectives else [])
+
+    def adapt_input(self, input_fn):
+        """``input_fn`` as the run's Estimator calls it (TPUEstimator passes params)."""
+        return tpu_input_fn(input_fn) if self.kind.tpu else input_fn
+
+
+def _replicas(kind, config, task):
+    if not kind.synchronous:
+        return 1
+    if kind.cluster:
+        return task.num_workers
+    if kind.tpu:
+        return config.tpu_config.num_shards or 1
+    return config.train_distribute.num_replicas_in_sync if config.train_distribute else 1
+
+
+def task_of(strategy):
+    """This process's validated cluster task under a cluster ``strategy``, else None.
+
+    Reads the environment only; starts no TensorFlow runtime.
+    """
+    return cluster.tf_config_from_env() if strategy_table.kind_of(strategy).cluster else None
+
+
+def resolve(strategy, task=None, *, num_replicas=None, **run_config_kwargs):
+    """Builds the RunConfig for ``strategy`` and returns the run's ``Plan``.
+
+    Args:
+      strategy: a name of ``strategy_table.STRATEGIES``.
+      task: this process's cluster task when the caller read it already (``task_of``).
+      num_replicas, **run_config_kwargs: as ``make_run_config`` takes them.
+
+    Raises:
+      UsageError: as ``make_run_config`` raises it.
+    """
+    kind = strategy_table.kind_of(strategy)
+    config = make_run_config(strategy, num_replicas=num_replicas, **run_config_kwargs)
+    task = task or task_of(strategy)
+    return Plan(kind=kind, config=config, replicas=_replicas(kind, config, task), task=task)

@@ -1,0 +1,140 @@
+"""``check_files``: a first pass over a bounded sample of the files ``from_files`` reads.
+
+The input pipeline finds a bad record only when training reaches it. This pass reads
+the first ``limit`` records of every file in plain Python, before anything is trained,
+and raises on the first record that the pipeline or the model would fail on: a ragged
+or non-numeric CSV row, a corrupt or truncated TFRecord, an ``x`` of another size, a
+NaN or Inf, a label outside ``[0, num_classes)``. Records past the sample are still
+checked by the pipeline itself when it reads them.
+"""
+import csv
+import dataclasses
+import math
+
+import tensorflow as tf
+
+from input_fns import _files, _records
+from input_fns.files import _infer_format
+
+DEFAULT_LIMIT = 1000  # Records read per file.
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """What the pass saw: the size of ``x``, and the records read (``complete``: all)."""
+
+    x_size: int
+    records: int
+    complete: bool
+
+
+def _fault(rule, received, where):
+    return ValueError(f"records must {rule}. Received: {received} at {where}")
+
+
+def _check_x(values, x_size, where):
+    if x_size is not None and len(values) != x_size:
+        raise _fault(f"have the {x_size} values of x of the first record", len(values), where)
+    for value in values:
+        if not math.isfinite(value):
+            raise _fault("hold finite numbers (no NaN or Inf)", value, where)
+
+
+def _check_label(label, num_classes, where):
+    if num_classes is not None and not 0 <= label < num_classes:
+        raise _fault(f"have a label in [0, {num_classes})", f"label={label}", where)
+
+
+def _number(text, kind, where):
+    try:
+        return kind(text)
+    except ValueError:
+        raise _fault(f"hold {'int' if kind is int else 'numeric'} fields",
+                     repr(text), where) from None
+
+
+def _csv_records(path, label, limit):
+    """Yields (where, x values, label) of the first ``limit`` rows of a CSV file."""
+    with tf.io.gfile.GFile(path, "r") as stream:
+        rows = csv.reader(stream)
+        header = [name.strip() for name in next(rows, [])]
+        if label not in header:
+            raise _fault(f"follow a header with a {label!r} column", header, f"{path} line 1")
+        column = header.index(label)
+        for number, row in enumerate(rows, start=2):
+            if number - 1 > limit:
+                return
+            where = f"{path} line {number}"
+            if len(row) != len(header):
+                raise _fault(f"have the header's {len(header)} fields", f"{len(row)} fields",
+                             where)
+            values = [_number(v, float, where) for i, v in enumerate(row) if i != column]
+            yield where, values, _number(row[column], int, where)
+
+
+def _tfrecord_records(path, label, limit):
+    """Yields (where, x values, label) of the first ``limit`` records of a TFRecord file."""
+    size, offset = _files.file_sizes([path])[0], 0
+    # A plain Python reader: works with and without v2 behavior (eager) enabled.
+    records = tf.compat.v1.io.tf_record_iterator(path)
+    for index in range(limit + 1):
+        where = f"{path} record {index}"
+        try:
+            record = next(records)
+        except StopIteration:
+            break
+        except tf.errors.OpError:
+            raise _fault("be whole (the file is corrupt or truncated)",
+                         f"a bad record after byte {offset}", where) from None
+        if index == limit:
+            return
+        offset += len(record) + _records.TFRECORD_FRAMING_BYTES
+        try:
+            feature = tf.train.Example.FromString(record).features.feature
+        except Exception:  # pylint: disable=broad-except  (protobuf's DecodeError)
+            raise _fault("be tf.train.Example protos", "undecodable bytes", where) from None
+        if "x" not in feature or label not in feature:
+            raise _fault(f"have features x and {label!r}", sorted(feature), where)
+        labels = feature[label].int64_list.value
+        if len(labels) != 1:
+            raise _fault(f"have one int64 {label!r}", list(labels), where)
+        yield where, list(feature["x"].float_list.value), labels[0]
+    if offset != size:
+        raise _fault("be whole (the file is corrupt or truncated)",
+                     f"{offset} of {size} bytes readable", f"{path} record {index}")
+
+
+_READERS = {"csv": _csv_records, "tfrecord": _tfrecord_records}
+
+
+def check_files(file_pattern, file_format=None, *, label="label", num_classes=None,
+                limit=DEFAULT_LIMIT):
+    """Reads the first ``limit`` records of each file in the layout of ``from_files``;
+    returns a ``Sample``.
+
+    Args:
+      file_pattern, file_format, label: as in ``from_files``.
+      num_classes: labels must be in [0, num_classes); None: any int.
+      limit: records read per file.
+
+    Raises:
+      FileNotFoundError: a pattern matches no file.
+      ValueError: the first bad record, naming its file and line or record index.
+    """
+    paths = _files.expand(file_pattern)
+    read_records = _READERS[file_format or _infer_format(paths)]
+    x_size, count, complete = None, 0, True
+    for path in paths:
+        read = 0
+        try:
+            for where, values, value in read_records(path, label, limit):
+                _check_x(values, x_size, where)
+                _check_label(value, num_classes, where)
+                x_size = len(values) if x_size is None else x_size
+                read += 1
+        except UnicodeDecodeError as error:
+            raise _fault("be UTF-8 text", f"byte {error.object[error.start]:#04x}",
+                         f"{path} after record {read}") from None
+        count += read
+        complete = complete and read < limit
+    return Sample(x_size, count, complete)

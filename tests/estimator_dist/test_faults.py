@@ -1,0 +1,355 @@
+"""The fault suite (docs/errors.md, "Faults"): damaged checkpoints, bad data, bad numbers,
+unbounded settings and failing writes. Every refused run is one line on stderr, exit 2
+(1 for a full disk), and leaves the model dir byte for byte as it was; a damaged newest
+checkpoint is fallen back from, never written over.
+
+Each entry of ``REFUSED``: (id, flags, files to create, message regex). In the flags,
+``{trained}`` is a copy of a dense run with checkpoints at steps 0, 2 and 4, ``{tmp}`` a
+scratch directory; ``{fresh}`` a path nothing exists at, which must still not exist.
+"""
+import errno
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_dist import checkpoints, training
+from estimator_dist.config import RunSettings
+from estimator_dist.report import main as report_main
+from input_fns import write_tfrecords
+from tests.conftest import REPO_ROOT
+from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240),
+              pytest.mark.usefixtures("keep_tf_logging")]
+
+_PREFIX = "python -m estimator_dist.train: error: "
+_ROWS = [f"{i % 5 * 0.1:.1f},{i % 7 * 0.2:.1f},{i % 3 * 0.3:.1f},{i % 3}" for i in range(40)]
+
+
+def _csv(*rows, header="a,b,c,label"):
+    return "\n".join([header, *rows]) + "\n"
+
+
+REFUSED = [
+    # Data contents, found by the first pass before anything is written.
+    ("data-ragged-row", ["--train-data", "{tmp}/d.csv"], {"d.csv": _csv(*_ROWS, "1,2,0")},
+     r"train_data records must have the header's 4 fields\. Received: 3 fields at .*d\.csv "
+     r"line 42"),
+    ("data-non-numeric", ["--train-data", "{tmp}/d.csv"], {"d.csv": _csv("1,x,2,0", *_ROWS)},
+     r"train_data records must hold numeric fields\. Received: 'x' at .*d\.csv line 2"),
+    ("data-header-only", ["--train-data", "{tmp}/d.csv"], {"d.csv": _csv()},
+     r"train_data must hold records\. Received: no records in \['.*d\.csv'\]"),
+    ("data-label-out-of-range", ["--train-data", "{tmp}/d.csv"],
+     {"d.csv": _csv(*_ROWS, "1,2,3,7")},
+     r"train_data records must have a label in \[0, 3\)\. Received: label=7 at .*line 42"),
+    ("data-nan", ["--train-data", "{tmp}/d.csv"], {"d.csv": _csv(*_ROWS[:5], "nan,1,2,0")},
+     r"train_data records must hold finite numbers \(no NaN or Inf\)\. Received: nan at "
+     r".*d\.csv line 7"),
+    ("data-not-utf8", ["--train-data", "{tmp}/d.csv"],
+     {"d.csv": b"a,b,c,label\n1,2,3,0\n\xe9,1,2,0\n"},
+     r"train_data records must be UTF-8 text\. Received: byte 0xe9 at .*d\.csv after record 1"),
+    ("data-tfrecord-truncated", ["--train-data", "{tmp}/truncated.tfrecord"], {},
+     r"train_data records must be whole \(the file is corrupt or truncated\)\. Received: .* "
+     r"at .*truncated\.tfrecord record 39"),
+    ("data-tfrecord-crc", ["--train-data", "{tmp}/crc.tfrecord"], {},
+     r"train_data records must be whole .* at .*crc\.tfrecord record 1"),
+    ("data-tfrecord-wrong-shape", ["--train-data", "{tmp}/shapes.tfrecord"], {},
+     r"train_data records must have the 3 values of x of the first record\. Received: 4 at "
+     r".*shapes\.tfrecord record 20"),
+    ("eval-data-other-width", ["--train-data", "{tmp}/t.csv", "--eval-data", "{tmp}/e.csv"],
+     {"t.csv": _csv(*_ROWS), "e.csv": _csv(*[r + ",1" for r in _ROWS], header="a,b,c,label,d")},
+     r"eval_data must have the 3 values of x per record that train_data has\. Received: 4"),
+    ("eval-data-below-one-batch", ["--train-data", "{tmp}/t.csv", "--batch-size", "16"],
+     {"t.csv": _csv(*_ROWS[:10])},
+     r"eval data must hold at least one batch \(16 examples\), or evaluation sees none\. "
+     r"Received: 10 examples"),
+    ("resume-other-width", ["--train-data", "{tmp}/t.csv", "--batch-size", "8",
+                            "--model-dir", "{trained}"],
+     {"t.csv": _csv(*_ROWS)},
+     r"train_data must give x the shape the checkpoint was trained on; .*Received: x of shape "
+     r"\[3\] \(variable hidden_0/kernel is \[16, 4\] in model\.ckpt-4, \[3, 4\] with this data"),
+    ("export-dir-is-a-file", ["--export-dir", "{tmp}/file"], {"file": "x\n"},
+     r"export_dir must be a directory\. Received: export_dir='.*file' \(it is a file\)"),
+    # Numbers and bounds.
+    ("learning-rate-infinite", ["--param", "learning_rate=Infinity"], {},
+     r"params\.learning_rate must be finite numbers\. Received: params\.learning_rate=inf"),
+    ("max-steps-too-large", ["--max-steps", str(2**63)], {},
+     r"max_steps must be at most 2,147,483,647\. Received: max_steps=9223372036854775808"),
+    ("checkpoints-too-many", ["--max-steps", "1000000000000", "--save-checkpoints-steps", "1"],
+     {}, r"max_steps must be at most"),
+    ("checkpoints-too-frequent", ["--max-steps", "1000000", "--save-checkpoints-steps", "1"],
+     {}, r"save_checkpoints_steps must leave at most 10,000 checkpoints .* so at least 100\. "
+         r"Received: save_checkpoints_steps=1"),
+    ("replicas-too-many", ["--strategy", "mirrored", "--num-replicas", "1000"], {},
+     r"num_replicas must be at most 64\. Received: num_replicas=1000"),
+    # Config files and flags that would do nothing.
+    ("config-alias-bomb", ["--config", "{tmp}/bomb.yaml"],
+     {"bomb.yaml": "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a]\n"},
+     r"config file must be valid YAML\. Received: '.*bomb\.yaml' \(aliases \(\*a\) are not "
+     r"allowed in settings"),
+    ("config-duplicate-key", ["--config", "{tmp}/dup.yaml"],
+     {"dup.yaml": "max_steps: 3\nmax_steps: 4\n"},
+     r"config file must be valid YAML\. Received: '.*dup\.yaml' \(duplicate key 'max_steps' "
+     r"at line 2\)"),
+    ("config-duplicate-key-json", ["--config", "{tmp}/dup.json"],
+     {"dup.json": '{"max_steps": 3, "max_steps": 4}'},
+     r"config file must be valid JSON\. Received: '.*dup\.json' \(duplicate key 'max_steps'\)"),
+    ("config-not-utf8", ["--config", "{tmp}/latin.yaml"], {"latin.yaml": b"seed: \xe9\n"},
+     r"config file must be UTF-8 text\. Received: '.*latin\.yaml' \(byte 0xe9 at offset 6\)"),
+    ("tpu-name-without-tpu", ["--tpu-name", "my-tpu"], {},
+     r"tpu_name applies to strategy='tpu' only\. Received: tpu_name='my-tpu' with "
+     r"strategy='default'"),
+    ("export-dir-without-export", ["--export-dir", "{tmp}/out", "--no-export"], {},
+     r"export_dir applies to export=True only\. Received: export_dir='.*out' with "
+     r"export=False"),
+    # TF_CONFIG.
+    ("tf-config-bad-port", ["--strategy", "multi_worker", "--env", "TF_CONFIG",
+                            '{"cluster": {"worker": ["127.0.0.1:abc"]}, '
+                            '"task": {"type": "worker", "index": 0}}'], {},
+     r"TF_CONFIG cluster ports must be ints in \[1, 65535\]\. Received: worker "
+     r"'127\.0\.0\.1:abc'"),
+    ("tf-config-stray", ["--env", "TF_CONFIG",
+                         '{"cluster": {"worker": ["127.0.0.1:2222"]}, '
+                         '"task": {"type": "worker", "index": 0}}'], {},
+     r"TF_CONFIG applies to strategies multi_worker, parameter_server only; unset it, or pass "
+     r"one of them\. Received: strategy='default' with TF_CONFIG set"),
+    # Checkpoints.
+    ("checkpoints-none-intact", ["--model-dir", "{trained}", "--max-steps", "6"],
+     {"@damage": "index"},
+     r"model_dir must hold an intact checkpoint to resume \(nothing was changed; .*\)\. "
+     r"Received: .*model\.ckpt-4: .*model\.ckpt-0: "),
+]
+_IDS = [entry[0] for entry in REFUSED]
+
+
+def _write_tfrecords(tmp_path):
+    x = np.arange(120, dtype=np.float32).reshape(40, 3) / 100
+    path = write_tfrecords({"x": x}, tmp_path / "good", num_shards=1, labels=np.arange(40) % 3)[0]
+    data = open(path, "rb").read()  # pylint: disable=consider-using-with
+    (tmp_path / "truncated.tfrecord").write_bytes(data[:-20])
+    corrupt = bytearray(data)
+    corrupt[len(data) // 40 + 20] ^= 0xFF  # Inside record 1.
+    (tmp_path / "crc.tfrecord").write_bytes(bytes(corrupt))
+    wide = write_tfrecords({"x": np.ones([20, 4], np.float32)}, tmp_path / "wide", num_shards=1,
+                           labels=np.zeros(20, np.int64))[0]
+    (tmp_path / "shapes.tfrecord").write_bytes(data[:len(data) // 2] + open(wide, "rb").read())
+
+
+@pytest.fixture(scope="module")
+def trained_once(tmp_path_factory):
+    """A dense run (hidden_units [4]) with checkpoints at steps 0, 2 and 4, no export."""
+    model_dir = str(tmp_path_factory.mktemp("faults") / "trained")
+    training.run(RunSettings(max_steps=4, save_checkpoints_steps=2, export=False,
+                             params={"hidden_units": [4]}, model_dir=model_dir),
+                 stream=open(os.devnull, "w"))  # pylint: disable=consider-using-with
+    return model_dir
+
+
+@pytest.fixture
+def trained(trained_once, tmp_path):
+    """A fresh copy of ``trained_once`` for one test to damage."""
+    return shutil.copytree(trained_once, str(tmp_path / "trained"))
+
+
+def _damage(model_dir, how):
+    """Damages the checkpoints: "data" truncates the newest data file, "index" every index."""
+    if how == "data":
+        with open(os.path.join(model_dir, "model.ckpt-4.data-00000-of-00001"), "r+b") as file:
+            file.truncate(100)
+    else:
+        for step in (0, 2, 4):
+            with open(os.path.join(model_dir, f"model.ckpt-{step}.index"), "r+b") as file:
+                file.truncate(10)
+
+
+def _prepare(argv, files, tmp_path, trained, monkeypatch):
+    _write_tfrecords(tmp_path)
+    for name, content in files.items():
+        if name == "@damage":
+            _damage(trained, content)
+        elif isinstance(content, bytes):
+            (tmp_path / name).write_bytes(content)
+        else:
+            (tmp_path / name).write_text(content)
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    if "--env" in argv:
+        at = argv.index("--env")
+        monkeypatch.setenv(argv[at + 1], argv[at + 2])
+        argv = argv[:at] + argv[at + 3:]
+    fresh = str(tmp_path / "fresh")
+    if "--model-dir" not in argv:
+        argv = argv + ["--model-dir", "{fresh}"]
+    return [a.format(tmp=tmp_path, fresh=fresh, trained=trained) for a in argv], fresh
+
+
+@pytest.mark.parametrize("entry", REFUSED, ids=_IDS)
+def test_fault_refused_in_one_line_and_model_dir_unchanged(entry, trained, tmp_path, capsys,
+                                                          monkeypatch):
+    _, argv, files, message = entry
+    argv, fresh = _prepare(argv, files, tmp_path, trained, monkeypatch)
+    before = snapshot(trained)
+    code, _, err = run_main(argv, capsys)
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith(_PREFIX), err
+    assert re.search(message, err), err
+    assert snapshot(trained) == before
+    assert not os.path.exists(fresh)
+
+
+def test_fault_refused_with_verbose_shows_traceback(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    (tmp_path / "d.csv").write_text(_csv("1,2,0"))
+    with pytest.raises(ValueError, match="header's 4 fields"):
+        run_main(["--train-data", tmp_path / "d.csv", "--model-dir", tmp_path / "m",
+                  "--verbose"], capsys)
+    assert not os.path.exists(tmp_path / "m")
+
+
+def test_bad_record_past_the_checked_sample_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    rows = (_ROWS * 28)[:1100]
+    rows[1050] = "1,2,0"  # Past the first 1,000 records that are checked up front.
+    (tmp_path / "d.csv").write_text(_csv(*rows))
+    code, _, err = run_main(["--train-data", tmp_path / "d.csv", "--batch-size", 50,
+                             "--max-steps", 50, "--no-export", "--model-dir", tmp_path / "m"],
+                            capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and re.search(
+        r"error: train_data and eval_data must hold valid records; the checkpoints saved so far "
+        r"are kept\. Received: bad CSV record at .*d\.csv line 1052: expected 4 fields, found 3",
+        err), err
+
+
+def test_resume_after_refused_other_width_still_resumes(trained, tmp_path, capsys):
+    (tmp_path / "t.csv").write_text(_csv(*_ROWS))
+    code, _, err = run_main(["--train-data", tmp_path / "t.csv", "--batch-size", 8,
+                             "--model-dir", trained], capsys)
+    assert code == 2 and "the shape the checkpoint was trained on" in err, err
+    code, out, err = run_main(["--model-dir", trained, "--max-steps", 6], capsys)
+    assert code == 0, err
+    assert "Resuming dense at step 4 to step 6" in out
+
+
+def _files_of(model_dir, step):
+    return {k: v for k, v in snapshot(model_dir).items()
+            if k.startswith(f"model.ckpt-{step}.")}
+
+
+@pytest.mark.parametrize("damage,named,restored", [
+    ("data", "model.ckpt-4 (", "model.ckpt-2"),
+    ("state-garbage", "the checkpoint state file does not parse", "model.ckpt-4"),
+    ("state-dangling", "model.ckpt-9 (missing)", "model.ckpt-4"),
+])
+def test_damaged_checkpoint_falls_back_to_intact_one(damage, named, restored, trained,
+                                                     capsys):
+    state = os.path.join(trained, checkpoints.STATE_FILE)
+    if damage == "data":
+        _damage(trained, "data")
+    else:
+        with open(state, "w", encoding="utf-8") as file:
+            file.write("{garbage\n" if damage == "state-garbage"
+                       else 'model_checkpoint_path: "model.ckpt-9"\n')
+    damaged = {k: v[1] for k, v in snapshot(trained).items()
+               if k == "checkpoint" or k.startswith("model.ckpt-4.")}
+    # Estimator re-saves the checkpoint it restores (same step, same values): its data and
+    # index stay byte-identical, its .meta graph is written anew.
+    kept = {k: v[1] for k, v in {**_files_of(trained, 0), **_files_of(trained, 2)}.items()
+            if not k.startswith(f"{restored}.meta")}
+    code, out, err = run_main(["--model-dir", trained, "--max-steps", 6, "--no-export"], capsys)
+    assert code == 0, err
+    warning = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert len(warning) == 1 and named in warning[0] and f"resuming from {restored}" in warning[0]
+    assert f"Resuming dense at step {restored.rsplit('-', 1)[1]} to step 6" in out
+    aside = re.search(r"kept, unchanged, in (\S+)\)", warning[0]).group(1)
+    moved = {os.path.relpath(k, os.path.basename(aside)): v[1]
+             for k, v in snapshot(os.path.dirname(aside)).items()
+             if k.startswith(os.path.basename(aside) + os.sep)}
+    if damage == "data":
+        assert moved == damaged  # The damaged checkpoint and the old state file, unchanged.
+    else:
+        assert moved == {"checkpoint": damaged["checkpoint"]}
+    assert {k: v[1] for k, v in snapshot(trained).items() if k in kept} == kept
+    assert tf.train.latest_checkpoint(trained).endswith("model.ckpt-6")
+
+
+def test_damaged_checkpoint_under_cluster_strategy_refused(trained, capsys, monkeypatch):
+    _damage(trained, "data")
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"chief": ["127.0.0.1:2222"]}, '
+                                    '"task": {"type": "chief", "index": 0}}')
+    before = snapshot(trained)
+    code, _, err = run_main(["--model-dir", trained, "--strategy", "multi_worker"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert re.search(r"run once, without TF_CONFIG, with --strategy default --max-steps 2 "
+                     r"--no-export to fall back\. Received: checkpoint model\.ckpt-4 \(", err), err
+    assert snapshot(trained) == before
+
+
+def test_disk_full_during_training_is_one_line_exit_1(trained, capsys, monkeypatch):
+    def full(*_, **__):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "model.ckpt-6.data-00000-of-00001: No space left on device")
+
+    monkeypatch.setattr(tf.estimator.Estimator, "train", full)
+    code, _, err = run_main(["--model-dir", trained, "--max-steps", 6, "--no-export"], capsys)
+    assert code == 1
+    assert err.count("\n") == 1 and re.search(
+        r"error: model_dir needs free disk space; the checkpoints saved so far are kept .*"
+        r"Received: No space left on device under .*trained", err), err
+
+
+@pytest.mark.parametrize("output,message", [
+    ("{tmp}/dir.png", r"output must be a file path\. Received: output='.*dir\.png' \(it is a "
+                      r"directory\)"),
+    ("{tmp}/file/c.png", r"output must be a path that can be written\. Received: "
+                         r"output='.*file/c\.png' \('.*file' is a file\)"),
+])
+def test_report_output_unwritable_is_one_line(output, message, trained, tmp_path, capsys):
+    (tmp_path / "dir.png").mkdir()
+    (tmp_path / "file").write_text("x\n")
+    before = snapshot(trained)
+    code = report_main(["--model-dir", trained, "--output", output.format(tmp=tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and re.search(message, err), err
+    assert snapshot(trained) == before
+
+
+def test_report_disk_full_is_one_line_exit_1(trained, tmp_path, capsys, monkeypatch):
+    from matplotlib import figure  # pylint: disable=import-outside-toplevel
+
+    def full(*_, **__):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(figure.Figure, "savefig", full)
+    code = report_main(["--model-dir", trained, "--output", str(tmp_path / "c.png")])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert re.search(r"output needs free disk space\. Received: No space left on device "
+                     r"writing .*c\.png", err), err
+
+
+def test_docs_table_lists_every_fault():
+    with open(os.path.join(REPO_ROOT, "docs", "errors.md"), encoding="utf-8") as file:
+        documented = re.findall(r"^\| `([a-z0-9-]+)` \|", file.read(), flags=re.MULTILINE)
+    assert documented == _IDS
+
+
+def test_fallback_and_data_check_under_disable_v2_behavior(trained, tmp_path, python_run):
+    _damage(trained, "data")
+    (tmp_path / "d.csv").write_text(_csv(*_ROWS[:5], "nan,1,2,0"))
+    code = ("import sys\n"
+            "import tensorflow as tf\n"
+            "tf.compat.v1.disable_v2_behavior()\n"
+            "from estimator_dist import train\n"
+            "bad = train.main(['--model-dir', sys.argv[1] + '-new', '--train-data', sys.argv[2]])\n"
+            "sys.exit(bad * 10 + train.main(['--model-dir', sys.argv[1], '--max-steps', '6',\n"
+            "                                '--no-export']))\n")
+    done = python_run(["-c", code, trained, str(tmp_path / "d.csv")], timeout=200)
+    assert done.returncode == 20, done.stderr[-2000:]
+    assert "must hold finite numbers (no NaN or Inf)" in done.stderr
+    assert re.search(r"warning: checkpoint model\.ckpt-4 \(.*resuming from model\.ckpt-2",
+                     done.stderr), done.stderr[-2000:]
+    assert tf.train.latest_checkpoint(trained).endswith("model.ckpt-6")

@@ -1,0 +1,80 @@
+"""check_files: the first pass over a bounded sample of from_files data."""
+import numpy as np
+import pytest
+
+import input_fns
+
+
+def _csv(tmp_path, *rows, name="d.csv"):
+    path = tmp_path / name
+    path.write_text("\n".join(["a,b,label", *rows]) + "\n")
+    return str(path)
+
+
+def _tfrecord(tmp_path, count=10):
+    x = np.arange(count * 3, dtype=np.float32).reshape(count, 3)
+    return input_fns.write_tfrecords({"x": x}, tmp_path / "r", num_shards=1,
+                                     labels=np.arange(count) % 2)[0]
+
+
+def test_check_files_good_csv_counts_every_record(tmp_path):
+    sample = input_fns.check_files(_csv(tmp_path, "1,2,0", "3,4,1", "5,6,2"), num_classes=3)
+    assert sample == input_fns.checks.Sample(x_size=2, records=3, complete=True)
+
+
+def test_check_files_limit_bounds_the_pass(tmp_path):
+    rows = ["1,2,0"] * 5 + ["1,2"]  # The ragged row is past the limit.
+    sample = input_fns.check_files(_csv(tmp_path, *rows), limit=5)
+    assert sample.records == 5 and not sample.complete
+
+
+@pytest.mark.parametrize("row,message", [
+    ("1,2", r"records must have the header's 3 fields\. Received: 2 fields at .*d\.csv line 3"),
+    ("1,inf,0", r"records must hold finite numbers \(no NaN or Inf\)\. Received: inf at .*line 3"),
+    ("1,2,x", r"records must hold int fields\. Received: 'x' at .*d\.csv line 3"),
+    ("1,2,5", r"records must have a label in \[0, 3\)\. Received: label=5 at .*d\.csv line 3"),
+])
+def test_check_files_bad_csv_row_named_by_line(row, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        input_fns.check_files(_csv(tmp_path, "1,2,0", row), num_classes=3)
+
+
+def test_check_files_tfrecord_reads_x_size(tmp_path):
+    sample = input_fns.check_files(_tfrecord(tmp_path), num_classes=2)
+    assert (sample.x_size, sample.records, sample.complete) == (3, 10, True)
+
+
+def test_check_files_truncated_tfrecord_refused(tmp_path):
+    path = _tfrecord(tmp_path)
+    with open(path, "r+b") as file:
+        file.truncate(file.seek(0, 2) - 3)
+    with pytest.raises(ValueError, match=r"must be whole \(the file is corrupt or truncated\)\. "
+                                         r"Received: .* at .*record 9"):
+        input_fns.check_files(path)
+
+
+def test_check_files_eval_widths_compare_across_files(tmp_path):
+    wide = tmp_path / "w.csv"
+    wide.write_text("a,b,c,label\n1,2,3,0\n")
+    with pytest.raises(ValueError, match=r"have the 2 values of x of the first record\. "
+                                         r"Received: 3 at .*w\.csv line 2"):
+        input_fns.check_files([_csv(tmp_path, "1,2,0"), str(wide)])
+
+
+def test_check_files_under_disable_v2_behavior(tmp_path, python_run):
+    path = _tfrecord(tmp_path)
+    code = ("import tensorflow as tf; tf.compat.v1.disable_v2_behavior()\n"
+            "import input_fns\n"
+            f"print(input_fns.check_files({path!r}, num_classes=2).records)\n"
+            f"print(input_fns.check_files({_csv(tmp_path, '1,2,0')!r}).records)\n")
+    done = python_run(["-c", code], timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["10", "1"]
+
+
+def test_check_files_non_utf8_csv_refused(tmp_path):
+    path = tmp_path / "l.csv"
+    path.write_bytes(b"a,label\n1,0\n\xe9,1\n")
+    with pytest.raises(ValueError, match=r"records must be UTF-8 text\. Received: byte 0xe9 at "
+                                         r".*l\.csv after record 1"):
+        input_fns.check_files(str(path))

@@ -1,0 +1,72 @@
+"""What each legacy program does under each route: the table the corpus tests and
+docs/legacy.md share.
+
+A program either trains and evaluates (``TRAINS``) or stops with one error line that names
+the change; ``ERRORS`` holds the pattern that line must match.
+"""
+TRAINS = "trains"
+
+BEHAVIOURS = ("tf2", "tf1")
+STRATEGIES = ("default", "mirrored", "multi_worker")
+
+_GET_NEXT = "get_next"
+_QUEUE = "queue"
+ERRORS = {
+    _GET_NEXT: r"UsageError: input_fn must return a tf\.data\.Dataset under a distribution "
+               r"strategy\. .*return the Dataset itself instead of "
+               r"make_one_shot_iterator\(dataset\)\.get_next\(\)",
+    _QUEUE: r"UsageError: input_fn must return a tf\.data\.Dataset .*use "
+            r"input_fns\.numpy_input_fn / input_fns\.pandas_input_fn \(same arguments\)",
+    # Sparse gradients whose length differs between workers: TF's collective all-gather
+    # fails in Estimator graphs under MultiWorkerMirroredStrategy (no one-line change).
+    "collective_shape_mismatch": r"InvalidArgumentError: Graph execution error",
+    "make_estimator": r"UsageError: strategy 'tpu' needs a TPUEstimator: build it with "
+                      r"estimator_dist\.make_estimator\(",
+}
+
+# program -> {strategy: outcome}; a program runs the same under both behaviours.
+EXPECTED = {
+    "iris_custom_estimator": dict.fromkeys(STRATEGIES, TRAINS),
+    "iris_premade_estimator": dict.fromkeys(STRATEGIES, TRAINS),
+    "keras_layers_model_fn": dict.fromkeys(STRATEGIES, TRAINS),
+    "char_rnn_classifier": dict.fromkeys(STRATEGIES, TRAINS),
+    "numpy_input_fn_dataset": dict.fromkeys(STRATEGIES, TRAINS),
+    "pandas_input_fn_dataset": dict.fromkeys(STRATEGIES, TRAINS),
+    "bert_style_tpu": dict.fromkeys(STRATEGIES + ("tpu",), TRAINS),
+    "numpy_input_fn_original": {"default": TRAINS, "mirrored": _QUEUE, "multi_worker": _QUEUE},
+    "linear_sparse_columns": {"default": TRAINS, "mirrored": TRAINS,
+                              "multi_worker": "collective_shape_mismatch"},
+    "get_next_input_fn": {"default": TRAINS, "mirrored": _GET_NEXT, "multi_worker": _GET_NEXT},
+}
+# A plain-Estimator program handed the "tpu" config; the same on a parameter-server cluster.
+EXPECTED["iris_custom_estimator"]["tpu"] = "make_estimator"
+EXPECTED["iris_custom_estimator"]["parameter_server"] = TRAINS
+
+TRAIN_STEPS = 20
+
+
+def routes():
+    """(program, strategy) pairs of the table, in table order."""
+    return [(program, strategy) for program, outcomes in EXPECTED.items()
+            for strategy in outcomes]
+
+
+_LABELS = {
+    TRAINS: "trains",
+    _GET_NEXT: "error: return the Dataset",
+    _QUEUE: "error: use input_fns.numpy_input_fn",
+    "collective_shape_mismatch": "fails: collective shape mismatch",
+    "make_estimator": "error: use make_estimator",
+}
+
+
+def doc_table():
+    """The Markdown table docs/legacy.md shows: a row per program, a column per route and
+    behaviour ("trains": trains, evaluates, and its checks hold)."""
+    columns = [(s, b) for s in STRATEGIES + ("parameter_server", "tpu") for b in BEHAVIOURS]
+    header = "| program | " + " | ".join(f"{s} {b}" for s, b in columns) + " |"
+    lines = [header, "|" + " --- |" * (len(columns) + 1)]
+    for program, outcomes in EXPECTED.items():
+        cells = [_LABELS[outcomes[s]] if s in outcomes else "" for s, _ in columns]
+        lines.append(f"| `{program}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""The legacy corpus: real-style Estimator programs under every route and both behaviours.
+
+Each program runs with only its config line changed (``tests/legacy/runner.py``) and
+reports its own outcome line. "default", "mirrored" (2 replicas) and "tpu"
+(``TPUEstimator`` on CPU): the programs of a route and behaviour one after another in one
+process (TF's import is most of a program's time). "multi_worker" (two local worker
+processes) and "parameter_server" (chief, worker, ps): each program in its own cluster.
+TF1 behaviour is ``tf.compat.v1.disable_v2_behavior()`` at the top of the process.
+"""
+import functools
+import json
+import math
+import re
+
+import pytest
+
+from tests.conftest import run_python
+from tests.legacy import corpus
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+_GROUP_TIMEOUT = 1000
+# Launch flags of a cluster route, and the tasks that report an outcome.
+_CLUSTER_TASKS = {
+    "multi_worker": (["--workers", "2"], ("worker 0", "worker 1")),
+    "parameter_server": (["--workers", "2", "--ps", "1"], ("chief 0", "worker 0")),
+}
+_OUTCOME = re.compile(r"^(?:\[(\w+ \d+)\] )?(RESULT|ERROR) (\w+) (.*)$")
+
+
+def _runner_args(programs, behaviour, strategy, model_dir):
+    return ["-m", "tests.legacy.runner", *programs, "--behaviour", behaviour,
+            "--strategy", strategy, "--model-dir", model_dir]
+
+
+def _parse(stdout):
+    """{(task, program): (kind, text)} from the runner's outcome lines; task is the launch
+    prefix ("worker 1") or "" for a single process."""
+    outcomes = {}
+    for line in stdout.splitlines():
+        match = _OUTCOME.match(line.strip())
+        if match:
+            task, kind, program, text = match.groups()
+            outcomes[(task or "", program)] = (kind, text)
+    return outcomes
+
+
+def _batch(program, strategy):
+    """The programs that share ``program``'s process on ``strategy``.
+
+    Cluster programs run alone: collective ops keep per-process state, and under TF1
+    behaviour a second program's collectives in the same worker process fail with
+    "Shape mismatch in the collective instance".
+    """
+    if strategy in _CLUSTER_TASKS:
+        return (program,)
+    return tuple(p for p, outcomes in corpus.EXPECTED.items() if strategy in outcomes)
+
+
+@functools.lru_cache(maxsize=None)
+def _run_batch(programs, behaviour, strategy, model_dir):
+    """Runs ``programs`` in one process, or in each task of a local cluster."""
+    args = _runner_args(programs, behaviour, strategy, model_dir)
+    if strategy in _CLUSTER_TASKS:
+        args = ["-m", "estimator_dist.launch", *_CLUSTER_TASKS[strategy][0],
+                "--timeout", str(_GROUP_TIMEOUT), "--", "python", *args]
+    done = run_python(args, timeout=_GROUP_TIMEOUT + 60)
+    return _parse(done.stdout), done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def _check_trained(result, chief, strategy):
+    """Finite losses; the chief also ends at the last step (another task's evaluate may
+    read an earlier checkpoint; asynchronous parameter-server workers may pass it by
+    a step or two)."""
+    metrics = json.loads(result)
+    if chief:
+        step = metrics.get("global_step", metrics.get("final_step"))
+        slack = 2 if strategy == "parameter_server" else 0
+        assert corpus.TRAIN_STEPS <= step <= corpus.TRAIN_STEPS + slack
+    losses = [v for k, v in metrics.items() if "loss" in k]
+    assert all(math.isfinite(v) for v in losses)
+
+
+_ROUTES = [pytest.param(program, strategy, id=f"{program}-{strategy}",
+                        marks=[pytest.mark.multi_process] if strategy in _CLUSTER_TASKS else [])
+           for program, strategy in corpus.routes()]
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("legacy_corpus")
+
+
+@pytest.mark.parametrize("behaviour", corpus.BEHAVIOURS)
+@pytest.mark.parametrize("program,strategy", _ROUTES)
+def test_program_outcome_matches_table(program, strategy, behaviour, corpus_dir):
+    expected = corpus.EXPECTED[program][strategy]
+    programs = _batch(program, strategy)
+    outcomes, log = _run_batch(programs, behaviour, strategy,
+                               str(corpus_dir / f"{behaviour}_{strategy}_{programs[0]}"))
+    tasks = _CLUSTER_TASKS[strategy][1] if strategy in _CLUSTER_TASKS else ("",)
+    if expected == corpus.TRAINS:
+        for task in tasks:
+            assert (task, program) in outcomes, f"no outcome from {task or 'the process'}:\n{log}"
+            kind, text = outcomes[(task, program)]
+            assert kind == "RESULT", text
+            _check_trained(text, task == tasks[0], strategy)
+        return
+    # The first task to fail ends the cluster: the launcher stops the others, which may
+    # not have reached the failing call yet. Every task that reports names the error.
+    reported = [outcomes[(task, program)] for task in tasks if (task, program) in outcomes]
+    assert reported, f"no outcome from {' or '.join(tasks) or 'the process'}:\n{log}"
+    for kind, text in reported:
+        assert kind == "ERROR" and re.match(corpus.ERRORS[expected], text), text
+    if len(reported) < len(tasks):
+        assert "stopping the other tasks" in log, log

@@ -85,3 +85,18 @@ def require_records(dataset, first, message):
             return tf.identity(has_records)
 
     return peek.take(1).map(check).flat_map(lambda _: dataset)
+
+
+def packed_columns(numeric, label):
+    """The columns ``pack_features`` stacks: all but ``label``, in order.
+
+    Args:
+      numeric: {column name: whether it holds numbers}, in file order.
+      label: the label column's name (left out), or None.
+    """
+    columns = [name for name in numeric if name != label]
+    text = [name for name in columns if not numeric[name]]
+    if text:
+        raise ValueError("pack_features needs numeric feature columns. "
+                         f"Received: string columns {text}")
+    return columns

@@ -157,16 +157,12 @@ def from_csv(file_pattern, *, column_names=None, column_dtypes=None, label_colum
     source = _CSVSource(paths, names, dtypes, header, field_delim)
     split = _records.split_label(label_column)
     if pack_features is not None:
-        columns = [n for n in names if n != label_column]
-        text = [n for n, d in zip(names, dtypes) if n != label_column and d == tf.string]
-        if text:
-            raise ValueError("pack_features needs numeric feature columns. "
-                             f"Received: string columns {text}")
+        numeric = {n: d != tf.string for n, d in zip(names, dtypes)}
+        columns = _pipeline.packed_columns(numeric, label_column)
         split = _packed(split, columns, pack_features)
     return _records.make_input_fn(
         source, split=split, batch_size=batch_size, shuffle=shuffle,
         num_epochs=num_epochs, seed=seed, drop_remainder=drop_remainder, on_error=on_error)
-
 
 
 def _packed(split, columns, name):

@@ -134,10 +134,8 @@ def _read_csv(path):
 
 def _packed_columns(columns, name, label_key):
     """All columns but ``label_key`` stacked, in order, into one float32 column ``name``."""
-    features = [key for key in columns if key != label_key]
-    text = [key for key in features if columns[key].dtype.kind not in "iuf"]
-    if text:
-        raise ValueError(f"pack_features needs numeric columns. Received: string columns {text}")
+    numeric = {key: values.dtype.kind in "iuf" for key, values in columns.items()}
+    features = _pipeline.packed_columns(numeric, label_key)
     packed = {name: np.stack([columns[key] for key in features], axis=1).astype(np.float32)}
     if label_key in columns:
         packed[label_key] = columns[label_key]

@@ -55,6 +55,15 @@ def test_write_tfrecords_from_csv_keeps_columns(tmp_path):
     assert labels.numpy().tolist() == [1, 0]
 
 
+def test_write_tfrecords_pack_features_refuses_string_columns_as_from_csv_does(tmp_path):
+    csv = tmp_path / "in.csv"
+    csv.write_text("a,name,label\n0.5,x,1\n1.5,y,0\n")
+    with pytest.raises(ValueError, match=r"pack_features needs numeric feature columns. "
+                                         r"Received: string columns \['name'\]"):
+        input_fns.write_tfrecords(csv, tmp_path / "out", num_shards=1, pack_features="x")
+    assert not list(tmp_path.glob("out*"))
+
+
 @pytest.mark.parametrize("num_files", [1, 2, 4])
 @pytest.mark.parametrize("num_pipelines", [1, 2, 3, 4])
 def test_from_tfrecord_shards_are_disjoint_and_cover_records(tmp_path, num_files,

@@ -55,80 +55,79 @@ def _variables(scope, dim, num_units):
     return tf.convert_to_tensor(kernel), tf.convert_to_tensor(bias)
 
 
-def _gates(z):
-    i, j, f, o = tf.split(z, 4, axis=1)
-    return tf.sigmoid(i), tf.tanh(j), tf.sigmoid(f + FORGET_BIAS), tf.sigmoid(o)
-
-
 def _steps(size, batch, width):
-    return tf.TensorArray(tf.float32, size=size, element_shape=[batch, width])
+    return tf.TensorArray(tf.float32, size=size, element_shape=[batch, width],
+                          clear_after_read=False)
 
 
 def _layer(x, c0, h0, kernel, bias, live):
-    """One layer over time-major ``x`` [time, batch, dim]; returns time-major outputs
-    and the final c and h. ``live``: None, or bool [time, batch, 1], t < sequence_length.
+    """One layer over time-major ``x`` [time, batch, dim] from the state (c0, h0).
+
+    Returns its time-major outputs and final c and h. ``live``: None, or bool
+    [time, batch, 1], True while t < sequence_length.
     """
 
     @tf.custom_gradient
     def layer(x, c0, h0, kernel, bias):
-        dim, units = x.shape[-1], c0.shape[-1]
+        dim, units = x.shape[-1], kernel.shape[-1] // 4
         time, batch = tf.shape(x)[0], x.shape[1]
         w_x, w_h = kernel[:dim], kernel[dim:]
-        x_rows = tf.reshape(x, [-1, dim])
-        projected = tf.reshape(tf.matmul(x_rows, w_x) + bias, [time, -1, 4 * units])
+        gate_bias = bias + tf.repeat([0.0, 0.0, FORGET_BIAS, 0.0], units)  # i, j, f, o
+        projected = tf.reshape(tf.matmul(tf.reshape(x, [-1, dim]), w_x) + gate_bias,
+                               [time, -1, 4 * units])
 
-        def step(t, c, h, acts, cs, hs):
-            i, j, f, o = _gates(projected[t] + tf.matmul(h, w_h))
+        def step(t, c, h, saved):
+            i, j, f, o = tf.split(projected[t] + tf.matmul(h, w_h), 4, axis=1)
+            i, j, f, o = tf.sigmoid(i), tf.tanh(j), tf.sigmoid(f), tf.sigmoid(o)
             new_c = c * f + i * j
-            new_h = tf.tanh(new_c) * o
+            tanh_c = tf.tanh(new_c)
+            new_h = tanh_c * o
             if live is not None:
                 new_c, new_h = tf.where(live[t], new_c, c), tf.where(live[t], new_h, h)
-            return (t + 1, new_c, new_h, acts.write(t, tf.concat([i, j, f, o], 1)),
-                    cs.write(t, new_c), hs.write(t, new_h))
+            values = (i, j, f, o, c, tanh_c, new_h)
+            return t + 1, new_c, new_h, [s.write(t, v) for s, v in zip(saved, values)]
 
-        arrays = (_steps(time, batch, 4 * units), _steps(time, batch, units),
-                  _steps(time, batch, units))
-        _, c, h, acts, cs, hs = tf.while_loop(lambda t, *_: t < time, step, (0, c0, h0, *arrays))
-        acts, cs, hs = acts.stack(), cs.stack(), hs.stack()
+        saved = [_steps(time, batch, units) for _ in range(7)]
+        _, c, h, saved = tf.while_loop(lambda t, *_: t < time, step, (0, c0, h0, saved))
+        hs = saved[-1].stack()
         outputs = hs if live is None else tf.where(live, hs, 0.0)
 
-        def grad(d_outputs, d_c, d_h):
-            d_outputs, d_c, d_h = (tf.zeros_like(v) if d is None else d
-                                   for d, v in ((d_outputs, outputs), (d_c, c), (d_h, h)))
+        def grad(d_outputs, d_c, d_h):  # TF passes zeros for results with no gradient
             if live is not None:
                 d_outputs = tf.where(live, d_outputs, 0.0)
-            c_prev = tf.concat([c0[None], cs], 0)
+            rows = tf.concat([x, tf.concat([h0[None], hs], 0)[:-1]], 2)  # [x_t, h_t-1]
             w_h_t = tf.transpose(w_h)
 
-            def back(t, dc, dh, d_gates):
+            def back(t, dc, dh, d_kernel, d_bias, d_gates):
+                i, j, f, o, c_prev, tanh_c = (s.read(t) for s in saved[:-1])
                 dh_in = dh + d_outputs[t]
-                i, j, f, o = tf.split(acts[t], 4, axis=1)
-                tanh_c = tf.tanh(cs[t])
-                dc_in = dc + dh_in * o * (1 - tanh_c * tanh_c)
-                dg = tf.concat([dc_in * j * i * (1 - i), dc_in * i * (1 - j * j),
-                                dc_in * c_prev[t] * f * (1 - f),
-                                dh_in * tanh_c * o * (1 - o)], 1)
+                dc_in = dc + tf.raw_ops.TanhGrad(y=tanh_c, dy=dh_in * o)
+                dg = tf.concat([tf.raw_ops.SigmoidGrad(y=i, dy=dc_in * j),
+                                tf.raw_ops.TanhGrad(y=j, dy=dc_in * i),
+                                tf.raw_ops.SigmoidGrad(y=f, dy=dc_in * c_prev),
+                                tf.raw_ops.SigmoidGrad(y=o, dy=dh_in * tanh_c)], 1)
                 dc_prev = dc_in * f
-                if live is not None:
+                if live is not None:  # past the length: no gradient, the state's passes
                     dg, dc_prev = tf.where(live[t], dg, 0.0), tf.where(live[t], dc_prev, dc)
                 dh_prev = tf.matmul(dg, w_h_t)
                 if live is not None:
                     dh_prev = tf.where(live[t], dh_prev, dh)
-                return t - 1, dc_prev, dh_prev, d_gates.write(t, dg)
+                return (t - 1, dc_prev, dh_prev,
+                        d_kernel + tf.matmul(rows[t], dg, transpose_a=True),
+                        d_bias + tf.reduce_sum(dg, 0), d_gates.write(t, dg))
 
-            _, dc0, dh0, d_gates = tf.while_loop(
-                lambda t, *_: t >= 0, back, (time - 1, d_c, d_h, _steps(time, batch, 4 * units)))
-            dg = tf.reshape(d_gates.stack(), [-1, 4 * units])
-            h_prev = tf.reshape(tf.concat([h0[None], hs], 0)[:-1], [-1, units])
-            d_kernel = tf.concat([tf.matmul(x_rows, dg, transpose_a=True),
-                                  tf.matmul(h_prev, dg, transpose_a=True)], 0)
-            dx = tf.reshape(tf.matmul(dg, w_x, transpose_b=True), tf.shape(x))
-            return dx, dc0, dh0, d_kernel, tf.reduce_sum(dg, 0)
+            _, dc0, dh0, d_kernel, d_bias, d_gates = tf.while_loop(
+                lambda t, *_: t >= 0, back,
+                (time - 1, d_c, d_h, tf.zeros_like(kernel), tf.zeros_like(bias),
+                 _steps(time, batch, 4 * units)))
+            d_gates = tf.reshape(d_gates.stack(), [-1, 4 * units])
+            dx = tf.reshape(tf.matmul(d_gates, w_x, transpose_b=True), tf.shape(x))
+            return dx, dc0, dh0, d_kernel, d_bias
 
         return (outputs, c, h), grad
 
     outputs, c, h = layer(x, c0, h0, kernel, bias)
-    outputs.set_shape(x.shape[:2].concatenate([c0.shape[-1]]))
+    outputs.set_shape(x.shape[:2].concatenate([kernel.shape[-1] // 4]))
     return outputs, c, h
 
 

@@ -8,12 +8,12 @@ blocks i, j, f, o, forget bias 1.0 added when run):
 
 * ``package``: what ``model_fns._lstm_stack`` runs. The input projection of all time
   steps as one matmul, only the recurrent matmul in the forward loop; a hand-written
-  backward loop (one matmul per step), then the kernel gradient as two large matmuls
-  over all steps.
+  backward loop with fused activation gradients, the recurrent matmul and the kernel
+  gradient summed step by step.
 * ``block_cell``: ``tf.raw_ops.LSTMBlockCell`` (one fused op per step, same gate
   layout) in a ``tf.while_loop``; backward ``LSTMBlockCellGrad`` and one matmul per
   step, the kernel gradient one large matmul over all steps (TF registers no gradient
-  for ``LSTMBlockCell``, which has no XLA or TPU kernel).
+  for ``LSTMBlockCell``, which has no XLA kernel, so none for TPU either).
 
 Before timing, each kernel's outputs and gradients are compared with ``dynamic_rnn``'s
 on a small batch (max abs difference printed). The model_fn (last

@@ -11,16 +11,20 @@ Variables are laid out as ``tf.compat.v1.nn.rnn_cell.BasicLSTMCell`` lays them o
 The kernel multiplies ``concat([input, h])``; its column blocks are the gates i, j
 (candidate), f, o; ``forget_bias`` 1.0 is added to f when run, not stored. As in
 BasicLSTMCell, the bias starts from zeros and the kernel from the variable scope's
-initializer, else Keras' ``glorot_uniform`` (which, in TF2 behaviour, ``tf_random_seed``
-does not fix).
+initializer, else Keras' ``glorot_uniform`` (what ``tf.layers`` use; see "Seeds" in
+docs/strategies.md).
 
-The kernel: each layer computes what BasicLSTMCell + ``dynamic_rnn`` computes, faster
-on CPU. The input projection of every time step is one large matmul before the loop, so
-the forward ``tf.while_loop`` holds only the recurrent matmul; the backward pass is a
-hand-written loop (one matmul per step), after which the kernel and input gradients are
-large matmuls over all steps. It is plain TF ops, so it compiles under XLA and on TPU.
-With ``sequence_length`` it keeps ``dynamic_rnn``'s semantics: past a row's length its
-state stays as it was and its outputs are zero.
+The kernel: each layer computes what BasicLSTMCell + ``dynamic_rnn`` computes, with
+fewer ops per step, because at these sizes a step's time is mostly op overhead on the
+recurrent chain (docs/benchmarks.md has the measurements). The input projection of all
+steps is one matmul before the forward ``tf.while_loop``, which holds only the
+recurrent matmul and saves the gate activations. The backward pass is a hand-written
+loop (``tf.custom_gradient``): fused ``SigmoidGrad``/``TanhGrad`` for the gates, the
+recurrent matmul, and the kernel and bias gradients summed step by step (these do not
+wait on the recurrence; one large matmul after the loop measured slower); the input
+gradient is one matmul after the loop. Plain TF ops, so it compiles under XLA (and so
+for TPU). With ``sequence_length`` it keeps ``dynamic_rnn``'s semantics: past a row's
+length its state stays as it was and its outputs are zero.
 
 State contract: the state of the stack is two tensors ``c`` and ``h``, each
 [batch, num_layers * num_units], layer 0's units first. With one layer that is the

@@ -111,7 +111,7 @@ def _layer(x, c0, h0, kernel, bias, live):
                                 tf.raw_ops.SigmoidGrad(y=f, dy=dc_in * c_prev),
                                 tf.raw_ops.SigmoidGrad(y=o, dy=dh_in * tanh_c)], 1)
                 dc_prev = dc_in * f
-                if live is not None:  # past the length: no gradient, the state's passes
+                if live is not None:  # past a row's length its state's gradient passes by
                     dg, dc_prev = tf.where(live[t], dg, 0.0), tf.where(live[t], dc_prev, dc)
                 dh_prev = tf.matmul(dg, w_h_t)
                 if live is not None:

@@ -25,10 +25,6 @@ def _dynamic_rnn_stack(x, c, h, *, num_units, num_layers, sequence_length=None):
     return (outputs, tf.concat([s.c for s in finals], 1), tf.concat([s.h for s in finals], 1))
 
 
-def _package_stack(x, c, h, **kwargs):
-    return _lstm_stack.run(x, c, h, **kwargs)
-
-
 def _data(time, num_layers):
     """Inputs x, c, h and the loss coefficients of outputs, final c and final h."""
     rng = np.random.default_rng(0)
@@ -40,10 +36,10 @@ def _data(time, num_layers):
 
 
 def _evaluate(stack, *, time, num_layers, lengths=None, static_time=True, static_batch=False,
-              uses=("o", "c", "h")):
+              uses="och"):
     """Outputs, final state and gradients of ``stack`` with fixed weights and inputs.
 
-    The loss weighs each of the outputs, final c and final h (those in ``uses``) by
+    The loss weighs each of the outputs, final c and final h (letters o, c, h in ``uses``) by
     random coefficients, so every upstream gradient differs from element to element.
     """
     rng = np.random.default_rng(1)
@@ -68,7 +64,7 @@ def _evaluate(stack, *, time, num_layers, lengths=None, static_time=True, static
 
 def _assert_same(num_layers, **kwargs):
     expected = _evaluate(_dynamic_rnn_stack, num_layers=num_layers, **kwargs)
-    actual = _evaluate(_package_stack, num_layers=num_layers, **kwargs)
+    actual = _evaluate(_lstm_stack.run, num_layers=num_layers, **kwargs)
     names = ["outputs", "final c", "final h", "d x", "d initial c", "d initial h"] + [
         f"d {scope}/{v}" for scope in _lstm_stack.cell_scopes(num_layers)
         for v in ("bias", "kernel")]
@@ -105,7 +101,7 @@ def test_stack_over_zero_steps_returns_the_initial_state(lengths, static_time):
     behaviour fails on zero steps)."""
     kwargs = dict(num_layers=2, time=0, lengths=lengths, static_time=static_time,
                   static_batch=True)
-    actual = _evaluate(_package_stack, **kwargs)
+    actual = _evaluate(_lstm_stack.run, **kwargs)
     (_, c, h), (_, d_c, d_h) = _data(0, 2)
     for a, e in zip(actual, [np.zeros((BATCH, 0, UNITS)), c, h, np.zeros((BATCH, 0, DIM)),
                              d_c, d_h]):
@@ -116,7 +112,7 @@ def test_stack_over_zero_steps_returns_the_initial_state(lengths, static_time):
             np.testing.assert_array_equal(a, e)
 
 
-@pytest.mark.parametrize("stack", [_dynamic_rnn_stack, _package_stack])
+@pytest.mark.parametrize("stack", [_dynamic_rnn_stack, _lstm_stack.run])
 def test_stack_over_zero_steps_needs_a_static_batch_size(stack):
     """Like dynamic_rnn, stacking zero steps of unknown batch size fails when run."""
     with pytest.raises((tf.errors.InvalidArgumentError, tf.errors.UnimplementedError),
@@ -149,7 +145,7 @@ def _variables(stack, num_layers):
 def test_stack_variables_are_basic_lstm_cells(num_layers):
     """Same names, shapes and initializers: the kernel the scope's (glorot uniform by
     default), the bias zeros."""
-    values, initializers = _variables(_package_stack, num_layers)
+    values, initializers = _variables(_lstm_stack.run, num_layers)
     assert (values, initializers) == _variables(_dynamic_rnn_stack, num_layers)
     scope = _lstm_stack.cell_scopes(num_layers)[-1]
     assert values[f"{scope}/kernel"][0] == [2 * UNITS if num_layers > 1 else DIM + UNITS,

@@ -1,18 +1,19 @@
-"""LSTM kernels against BasicLSTMCell + ``dynamic_rnn`` (what ``model_fns._lstm_stack``
-runs), each in the same Estimator model_fn, in one process, alternating.
+"""LSTM kernels against BasicLSTMCell + ``dynamic_rnn`` (the reference), each in the same
+Estimator model_fn, in one process, alternating.
 
     python benchmarks/lstm_candidates.py [--rounds 3] [--steps 60]
 
 All keep the BasicLSTMCell variables (``rnn/basic_lstm_cell/{kernel,bias}``, gate
 blocks i, j, f, o, forget bias 1.0 added when run):
 
-* ``custom_gradient``: the input projection of all time steps as one matmul, only the
-  recurrent matmul in the forward loop; a hand-written backward loop (one matmul per
-  step), then the kernel gradient as two large matmuls over all steps.
+* ``package``: what ``model_fns._lstm_stack`` runs. The input projection of all time
+  steps as one matmul, only the recurrent matmul in the forward loop; a hand-written
+  backward loop with fused activation gradients, the recurrent matmul and the kernel
+  gradient summed step by step.
 * ``block_cell``: ``tf.raw_ops.LSTMBlockCell`` (one fused op per step, same gate
   layout) in a ``tf.while_loop``; backward ``LSTMBlockCellGrad`` and one matmul per
   step, the kernel gradient one large matmul over all steps (TF registers no gradient
-  for ``LSTMBlockCell``).
+  for ``LSTMBlockCell``, which has no XLA kernel, so none for TPU either).
 
 Before timing, each kernel's outputs and gradients are compared with ``dynamic_rnn``'s
 on a small batch (max abs difference printed). The model_fn (last
@@ -33,66 +34,8 @@ v1 = tf.compat.v1
 FORGET_BIAS = _lstm_stack.FORGET_BIAS
 
 
-def _variables(dim, units):
-    with v1.variable_scope("rnn/basic_lstm_cell"):
-        kernel = v1.get_variable("kernel", [dim + units, 4 * units])
-        bias = v1.get_variable("bias", [4 * units], initializer=v1.zeros_initializer())
-    return tf.convert_to_tensor(kernel), tf.convert_to_tensor(bias)
-
-
-def _gates(gates):
-    i, j, f, o = tf.split(gates, 4, axis=1)
-    return tf.sigmoid(i), tf.tanh(j), tf.sigmoid(f + FORGET_BIAS), tf.sigmoid(o)
-
-
-@tf.custom_gradient
-def _custom_gradient_lstm(x, c0, h0, kernel, bias):
-    dim, units = x.shape[-1], c0.shape[-1]
-    batch, time = tf.shape(x)[0], tf.shape(x)[1]
-    w_x, w_h = kernel[:dim], kernel[dim:]
-    x_time_major = tf.reshape(tf.transpose(x, [1, 0, 2]), [-1, dim])
-    projected = tf.reshape(tf.matmul(x_time_major, w_x) + bias, [time, batch, 4 * units])
-
-    def step(t, c, h, acts, cs, hs):
-        i, j, f, o = _gates(projected[t] + tf.matmul(h, w_h))
-        c = c * f + i * j
-        h = tf.tanh(c) * o
-        return (t + 1, c, h, acts.write(t, tf.concat([i, j, f, o], 1)), cs.write(t, c),
-                hs.write(t, h))
-
-    arrays = [tf.TensorArray(tf.float32, size=time) for _ in range(3)]
-    _, c, h, acts, cs, hs = tf.while_loop(lambda t, *_: t < time, step, (0, c0, h0, *arrays))
-    acts, cs, hs = acts.stack(), cs.stack(), hs.stack()
-
-    def grad(d_outputs, d_c, d_h):
-        d_hs = tf.transpose(d_outputs, [1, 0, 2])
-        c_prev = tf.concat([c0[None], cs[:-1]], 0)
-        w_h_t = tf.transpose(w_h)
-
-        def back(t, dc, dh, d_gates):
-            dh = dh + d_hs[t]
-            i, j, f, o = tf.split(acts[t], 4, axis=1)
-            tanh_c = tf.tanh(cs[t])
-            dc = dc + dh * o * (1 - tanh_c * tanh_c)
-            dg = tf.concat([dc * j * i * (1 - i), dc * i * (1 - j * j),
-                            dc * c_prev[t] * f * (1 - f), dh * tanh_c * o * (1 - o)], 1)
-            return t - 1, dc * f, tf.matmul(dg, w_h_t), d_gates.write(t, dg)
-
-        _, dc0, dh0, d_gates = tf.while_loop(
-            lambda t, *_: t >= 0, back,
-            (time - 1, d_c, d_h, tf.TensorArray(tf.float32, size=time)))
-        dg = tf.reshape(d_gates.stack(), [-1, 4 * units])
-        h_prev = tf.reshape(tf.concat([h0[None], hs[:-1]], 0), [-1, units])
-        d_kernel = tf.concat([tf.matmul(x_time_major, dg, transpose_a=True),
-                              tf.matmul(h_prev, dg, transpose_a=True)], 0)
-        dx = tf.reshape(tf.matmul(dg, w_x, transpose_b=True), [time, batch, dim])
-        return tf.transpose(dx, [1, 0, 2]), dc0, dh0, d_kernel, tf.reduce_sum(dg, 0)
-
-    return (tf.transpose(hs, [1, 0, 2]), c, h), grad
-
-
-def custom_gradient_run(x, c0, h0, units):
-    return _custom_gradient_lstm(x, c0, h0, *_variables(x.shape[-1], units))
+def package_run(x, c0, h0, units):
+    return _lstm_stack.run(x, c0, h0, num_units=units, num_layers=1)
 
 
 @tf.custom_gradient
@@ -139,7 +82,8 @@ def _block_cell_lstm(x, c0, h0, kernel, bias):
 
 
 def block_cell_run(x, c0, h0, units):
-    return _block_cell_lstm(x, c0, h0, *_variables(x.shape[-1], units))
+    kernel, bias = _lstm_stack._variables(_lstm_stack.cell_scopes(1)[0], x.shape[-1], units)
+    return _block_cell_lstm(x, c0, h0, kernel, bias)
 
 
 def dynamic_rnn_run(x, c0, h0, units):
@@ -149,7 +93,7 @@ def dynamic_rnn_run(x, c0, h0, units):
     return outputs, state.c, state.h
 
 
-CANDIDATES = {"dynamic_rnn": dynamic_rnn_run, "custom_gradient": custom_gradient_run,
+CANDIDATES = {"dynamic_rnn": dynamic_rnn_run, "package": package_run,
               "block_cell": block_cell_run}
 
 

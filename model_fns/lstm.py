@@ -1,4 +1,5 @@
-"""``lstm_model_fn``: a stack of ``BasicLSTMCell`` layers with explicit state."""
+"""``lstm_model_fn``: a stack of LSTM layers (``BasicLSTMCell``'s variables) with explicit
+state."""
 import tensorflow as tf
 
 from model_fns import _features, _heads, _lstm_stack, _params, _stream_state

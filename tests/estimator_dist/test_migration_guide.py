@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from estimator_dist import checkpoint_mapping, events, migrate, train
+from estimator_dist import checkpoint_mapping
+from estimator_dist.commands import events, migrate, train
 from tests import markdown_blocks
 from tests.conftest import REPO_ROOT
 

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from estimator_dist import events, run_record, train, training
+from estimator_dist import run_record
+from estimator_dist.commands import events, train, training
 from estimator_dist.models import MODELS
 from tests.estimator_dist.train_support import keep_tf_logging, run_main  # noqa: F401
 

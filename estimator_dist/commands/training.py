@@ -14,9 +14,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from estimator_dist import checkpoints, events, export, hooks, run_record, strategy_table
+from estimator_dist import export, run_record, strategy_table
 from estimator_dist import plan as plan_lib
-from estimator_dist.config import RunSettings
+from estimator_dist.commands import checkpoints, events, hooks
+from estimator_dist.commands.config import RunSettings
 from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
 from estimator_dist.estimator import make_estimator
 from estimator_dist.models import MODELS

@@ -23,10 +23,9 @@ import shutil
 import tempfile
 import zipfile
 
-from estimator_dist import run_record
+from estimator_dist import _keras_models, models, run_record
 from estimator_dist.errors import UsageError, check_existing_dir
 
-_BATCH_NORM_EPSILON = 1e-3  # tf.compat.v1.layers.batch_normalization's default.
 _LEGACY_SUFFIXES = (".h5", ".hdf5")
 # Written into every output ``save`` writes (a file in a SavedModel directory, an entry in
 # a .keras zip): overwriting replaces only a path that holds it, so ``save`` never removes
@@ -35,107 +34,26 @@ MARKER = "estimator_dist_migrate.json"
 _WRITER = "python -m estimator_dist.migrate"
 
 
-class _Checkpoint:
-    """The variables of one checkpoint, each read on request."""
-
-    def __init__(self, path, model):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        self.path, self.model = path, model
-        self._reader = tf.train.load_checkpoint(path)
-
-    def __getitem__(self, name):
-        if not self._reader.has_tensor(name):
-            raise UsageError(
-                f"checkpoint must hold variable {name!r}, as the {self.model!r} model of "
-                f"estimator_dist.train lays it out. Received: checkpoint={self.path!r} "
-                "without it")
-        return self._reader.get_tensor(name)
-
-
-def _dense_model(params, checkpoint):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    hidden, batch_norm = params["hidden_units"], params["batch_norm"]
-    first = "hidden_0" if hidden else "logits"
-    x = tf.keras.Input([checkpoint[f"{first}/kernel"].shape[0]], name="x")
-    net, weights = x, {}
-    for i, units in enumerate(hidden):
-        name = f"hidden_{i}"
-        net = tf.keras.layers.Dense(units, use_bias=not batch_norm, name=name)(net)
-        weights[name] = [checkpoint[f"{name}/kernel"]]
-        if not batch_norm:
-            weights[name].append(checkpoint[f"{name}/bias"])
-        else:
-            name = f"batch_norm_{i}"
-            net = tf.keras.layers.BatchNormalization(epsilon=_BATCH_NORM_EPSILON, name=name)(net)
-            weights[name] = [checkpoint[f"{name}/{v}"]
-                             for v in ("gamma", "beta", "moving_mean", "moving_variance")]
-        net = tf.keras.layers.ReLU(name=f"relu_{i}")(net)
-        if params["dropout"]:
-            net = tf.keras.layers.Dropout(params["dropout"], name=f"dropout_{i}")(net)
-    logits = tf.keras.layers.Dense(params["num_classes"], name="logits")(net)
-    weights["logits"] = [checkpoint["logits/kernel"], checkpoint["logits/bias"]]
-    return tf.keras.Model({"x": x}, {"logits": logits}, name="dense_classifier"), weights
-
-
-def _lstm_model(params, checkpoint):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from estimator_dist import _keras_lstm  # pylint: disable=import-outside-toplevel
-
-    import model_fns  # pylint: disable=import-outside-toplevel
-
-    num_units, num_layers = params["num_units"], params["num_layers"]
-    scopes = model_fns.lstm_cell_scopes(num_layers)
-    input_dim = checkpoint[f"{scopes[0]}/kernel"].shape[0] - num_units
-    x = tf.keras.Input([None, input_dim], name="x")
-    state_c = tf.keras.Input([num_layers * num_units], name="state_c")
-    state_h = tf.keras.Input([num_layers * num_units], name="state_h")
-    outputs, final_c, final_h = _keras_lstm.lstm_stack(
-        x, state_c, state_h, num_units=num_units, num_layers=num_layers,
-        return_sequences=params["output"] == "sequence", dropout=params["dropout"])
-    width = params["num_classes"] if params["task"] == "classification" else params["num_outputs"]
-    logits = tf.keras.layers.Dense(width, name="logits")(outputs)
-    weights = {"logits": [checkpoint["logits/kernel"], checkpoint["logits/bias"]]}
-    for layer, scope in enumerate(scopes):
-        layer_input = input_dim if layer == 0 else num_units
-        weights[f"lstm_{layer}"] = _keras_lstm.keras_lstm_weights(
-            checkpoint[f"{scope}/kernel"], checkpoint[f"{scope}/bias"], input_dim=layer_input)
-    model = tf.keras.Model({"x": x, "state_c": state_c, "state_h": state_h},
-                           {"logits": logits, "state_c": final_c, "state_h": final_h},
-                           name="lstm")
-    return model, weights
-
-
-# Built-in model (estimator_dist.models) -> how it becomes a Keras model:
-# (resolved params, _Checkpoint) -> (Keras model, layer name -> weights).
-_CONVERTERS = {"dense": _dense_model, "lstm": _lstm_model}
-
-
-def _resolve_params(model, params):
+def _resolve_params(builtin, params):
     """The model_fn's full params (its own resolver: its checks, its defaults), refusing
     any the Keras conversion cannot express."""
     import model_fns  # pylint: disable=import-outside-toplevel
 
-    from estimator_dist.models import MODELS  # pylint: disable=import-outside-toplevel
-
-    builtin = MODELS[model]
     expressed = [n for n in builtin.params_table if n not in model_fns.TRAINING_PARAMS]
     ignored = model_fns.TRAINING_PARAMS + model_fns.TPU_ESTIMATOR_KEYS
     for name in sorted(params):
         if name not in expressed and name not in ignored:
             raise UsageError(
-                f"params must be ones the Keras conversion of {model!r} expresses "
+                f"params must be ones the Keras conversion of {builtin.name!r} expresses "
                 f"({', '.join(expressed)}). Received: {name}={params[name]!r}")
     try:
         return builtin.resolve_params(params)
     except ValueError as error:
-        raise UsageError(f"params must suit the {model!r} model_fn: {error}") from None
+        raise UsageError(f"params must suit the {builtin.name!r} model_fn: {error}") from None
 
 
 def _recorded_model(model_dir, model, params):
-    """(model, params): as given, else as recorded in the model dir's ``run.json``."""
+    """(built-in model, params): as given, else as recorded in the model dir's ``run.json``."""
     if model is None and params is None:
         settings = run_record.recorded_settings(model_dir)
         if "model" not in settings:
@@ -147,12 +65,10 @@ def _recorded_model(model_dir, model, params):
     elif model is None or params is None:
         missing = "model" if model is None else "params"
         raise UsageError(f"model and params must be given together. Received: no {missing}")
-    if model not in _CONVERTERS:
-        raise UsageError(f"model must be one of {', '.join(_CONVERTERS)}. "
-                         f"Received: model={model!r}")
+    builtin = models.model_of(model)
     if not isinstance(params, dict):
         raise UsageError(f"params must be a dict. Received: params={params!r}")
-    return model, params
+    return builtin, params
 
 
 def latest_checkpoint(model_dir):
@@ -176,7 +92,7 @@ def to_keras(model_dir, *, model=None, params=None):
 
     Args:
       model_dir: the model dir of a train run; only read.
-      model, params: the model name ("dense" or "lstm") and its model_fn params, for a model
+      model, params: a built-in model's name (``models.NAMES``) and its model_fn params, for a model
         dir trained by other code than ``estimator_dist.train`` (no ``run.json``). By
         default both come from the run recorded in ``model_dir``.
 
@@ -192,10 +108,10 @@ def to_keras(model_dir, *, model=None, params=None):
         hold the model's variables.
     """
     checkpoint_path = latest_checkpoint(model_dir)
-    model, params = _recorded_model(model_dir, model, params)
-    params = _resolve_params(model, params)
-    checkpoint = _Checkpoint(checkpoint_path, model)
-    keras_model, weights = _CONVERTERS[model](params, checkpoint)
+    builtin, params = _recorded_model(model_dir, model, params)
+    params = _resolve_params(builtin, params)
+    checkpoint = _keras_models.Checkpoint(checkpoint_path, builtin.name)
+    keras_model, weights = builtin.keras_model(params, checkpoint)
     for name, values in weights.items():
         layer = keras_model.get_layer(name)
         expected = [tuple(w.shape) for w in layer.weights]

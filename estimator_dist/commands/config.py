@@ -8,11 +8,8 @@ import dataclasses
 import difflib
 import math
 
-from estimator_dist import strategy_table
+from estimator_dist import models, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
-
-MODELS = ("dense", "lstm")
-STRATEGIES = strategy_table.NAMES
 
 _POSITIVE_INTS = ("num_replicas", "max_steps", "batch_size", "save_checkpoints_steps",
                   "eval_steps", "collective_timeout", "rendezvous_timeout", "steps_per_run")
@@ -56,8 +53,8 @@ class RunSettings:
     verbose: bool = False
 
     def __post_init__(self):
-        _check_choice("model", self.model, MODELS)
-        _check_choice("strategy", self.strategy, STRATEGIES)
+        models.model_of(self.model)
+        _check_choice("strategy", self.strategy, strategy_table.NAMES)
         for name in _POSITIVE_INTS:
             check_positive_int(name, getattr(self, name), allow_none=True)
         for name in _OPTIONAL_STRS:

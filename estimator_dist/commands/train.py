@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-from estimator_dist import cluster, config_files, run_record
+from estimator_dist import cluster, config_files, models, run_record, strategy_table
 from estimator_dist.commands import cli, engines, logs
 from estimator_dist.commands import config as config_lib
 from estimator_dist.errors import UsageError
@@ -33,7 +33,7 @@ def _param(text):
 
 def _add_model_flags(parser, defaults):
     group = parser.add_argument_group("model")
-    group.add_argument("--model", choices=config_lib.MODELS, default=argparse.SUPPRESS,
+    group.add_argument("--model", choices=models.NAMES, default=argparse.SUPPRESS,
                        help=f"which built-in model to train (default: {defaults.model})")
     group.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
                        help="set a model param, e.g. learning_rate=0.001 or "
@@ -56,7 +56,7 @@ def _add_data_flags(parser):
 
 def _add_distribution_flags(parser, defaults):
     group = parser.add_argument_group("distribution")
-    group.add_argument("--strategy", choices=config_lib.STRATEGIES, default=argparse.SUPPRESS,
+    group.add_argument("--strategy", choices=strategy_table.NAMES, default=argparse.SUPPRESS,
                        help=f"distribution strategy (default: {defaults.strategy})")
     group.add_argument("--num-replicas", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
                        help="replicas for mirrored (default: every GPU, else 2 CPU devices)")

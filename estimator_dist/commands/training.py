@@ -14,13 +14,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from estimator_dist import export, run_record, strategy_table
+from estimator_dist import export, models, run_record, strategy_table
 from estimator_dist import plan as plan_lib
 from estimator_dist.commands import checkpoints, events, hooks
 from estimator_dist.commands.config import RunSettings
 from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
 from estimator_dist.estimator import make_estimator
-from estimator_dist.models import MODELS
 from input_fns import check_files, from_arrays, from_files
 from input_fns.checks import DEFAULT_LIMIT
 
@@ -332,7 +331,7 @@ class _Run:
 
 def _prepare(settings):
     """Resolves and checks ``settings``; reads the model dir but writes nothing."""
-    model = MODELS[settings.model]
+    model = models.MODELS[settings.model]
     resolved = settings.replace(
         model_dir=settings.model_dir or default_model_dir(settings.model),
         params={**model.params, **settings.params},

@@ -348,12 +348,3 @@ def test_to_keras_model_without_params_raises(lstm_run):
     with pytest.raises(UsageError, match="model and params must be given together. "
                                          "Received: no params"):
         keras_conversion.to_keras(lstm_run[0], model="lstm")
-
-
-
-def test_converters_cover_every_built_in_model():
-    from estimator_dist import models  # pylint: disable=import-outside-toplevel
-    from estimator_dist.commands import config  # pylint: disable=import-outside-toplevel
-
-    # pylint: disable=protected-access
-    assert tuple(keras_conversion._CONVERTERS) == tuple(models.MODELS) == config.MODELS

@@ -133,16 +133,22 @@ def _flag_values(args):
     return values
 
 
-def settings_from_args(args):
-    """Merges flags over the config file over the recorded run over the defaults."""
+def _settings_and_record(args):
+    """The settings (flags over the config file over the recorded run over the defaults)
+    and the model dir's record (``run_record.load``; None without one)."""
     file_values = config_files.load_file(args.config) if args.config else {}
     source = f"config file {args.config!r}" if args.config else "config"
     config_lib.check_keys(file_values, source)
     flags = _flag_values(args)
     model_dir = flags.get("model_dir", file_values.get("model_dir"))
-    recorded = run_record.recorded_settings(model_dir) if isinstance(model_dir, str) else {}
-    merged = config_lib.merge(recorded, file_values, flags)
-    return config_lib.RunSettings.from_dict(merged, source=source)
+    record = run_record.load(model_dir) if isinstance(model_dir, str) and model_dir else None
+    merged = config_lib.merge(run_record.carried_settings(record), file_values, flags)
+    return config_lib.RunSettings.from_dict(merged, source=source), record
+
+
+def settings_from_args(args):
+    """Merges flags over the config file over the recorded run over the defaults."""
+    return _settings_and_record(args)[0]
 
 
 def _print_summary(result):
@@ -167,7 +173,7 @@ def _print_summary(result):
 
 def train_command(args):
     """Runs the job the parsed ``args`` describe; returns the process exit code."""
-    settings = settings_from_args(args)
+    settings, record = _settings_and_record(args)
     if args.print_config:
         print(json.dumps(settings.to_dict(), indent=2, sort_keys=True))
         return 0
@@ -180,7 +186,7 @@ def train_command(args):
         engines.print_result(engines.run(settings, args.engine), settings)
         return 0
     try:
-        _print_summary(training.run(settings))
+        _print_summary(training.run(settings, record=record))
     except preemption.Preempted as stop:
         print(f"{_PROG}: {stop} (run again with the same --model-dir to resume)",
               file=sys.stderr)

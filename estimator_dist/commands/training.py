@@ -329,7 +329,7 @@ class _Run:
     resume: checkpoints.Resume
 
 
-def _prepare(settings):
+def _prepare(settings, record):
     """Resolves and checks ``settings``; reads the model dir but writes nothing."""
     model = models.MODELS[settings.model]
     resolved = settings.replace(
@@ -337,7 +337,9 @@ def _prepare(settings):
         params={**model.params, **settings.params},
         batch_size=settings.batch_size or model.batch_size,
         max_steps=settings.max_steps or model.max_steps)
-    run_record.check_resume(resolved.model_dir, resolved.to_dict())
+    if record is None:
+        record = run_record.load(resolved.model_dir)
+    run_record.check_resume(resolved.model_dir, resolved.to_dict(), record)
     _check_no_stray_cluster(resolved)
     task = plan_lib.task_of(resolved.strategy)
     resume = _resume_point(resolved, task)  # Reads files only: no TF op runs.
@@ -389,14 +391,16 @@ def _runtime_fault(error, settings):
                       f"saved so far are kept. Received: {line[at:].rstrip(']')[:300]}")
 
 
-def run(settings, *, stream=None):
+def run(settings, *, stream=None, record=None):
     """Trains, evaluates and exports one model; returns a ``Result``.
 
-    Progress goes to ``stream`` (default: stdout), on the chief only.
+    Progress goes to ``stream`` (default: stdout), on the chief only. ``record`` is the
+    run recorded in ``settings.model_dir`` (``run_record.load``) when the caller read it
+    already; None: read here.
     """
     start = time.monotonic()
     stream = stream or sys.stdout
-    plan = _prepare(settings)
+    plan = _prepare(settings, record)
     model, settings, strategy = plan.model, plan.settings, plan.strategy
     _prepare_model_dir(settings.model_dir)
     chief = strategy.is_chief

@@ -21,6 +21,16 @@ def check_positive_int(name, value, *, allow_none=False):
     return value
 
 
+def entry_of(table, name, value, *, listed=None):
+    """Returns ``table[value]``; an unknown ``value`` raises, listing the valid names
+    (``listed``, default: the table's keys)."""
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        listed = ", ".join(table) if listed is None else listed
+        raise UsageError(f"{name} must be one of {listed}. Received: {name}={value!r}") from None
+
+
 def check_existing_dir(name, path):
     """Returns ``path`` if it is an existing directory, else raises."""
     if not isinstance(path, str) or not os.path.isdir(path):

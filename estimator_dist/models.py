@@ -13,7 +13,7 @@ import importlib
 from typing import Callable
 
 from estimator_dist import _keras_models, datasets
-from estimator_dist.errors import UsageError
+from estimator_dist.errors import entry_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +99,4 @@ def model_of(name):
     Raises:
       UsageError (a ValueError): an unknown name, listing the valid ones.
     """
-    try:
-        return MODELS[name]
-    except (KeyError, TypeError):
-        raise UsageError(f"model must be one of {', '.join(NAMES)}. "
-                         f"Received: model={name!r}") from None
+    return entry_of(MODELS, "model", name)

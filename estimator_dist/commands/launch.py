@@ -252,7 +252,3 @@ def launch_command(args):
 
 def main(argv=None):
     return cli.run(launch_parser(), launch_command, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

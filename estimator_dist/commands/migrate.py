@@ -15,7 +15,6 @@ A checkpoint of another model_fn converts through a mapping file instead of ``D`
 (``--checkpoint``, ``--mapping``, ``--keras-model``): see ``checkpoint_mapping``.
 """
 import os
-import sys
 
 from estimator_dist import checkpoint_mapping
 from estimator_dist.commands import cli, logs
@@ -133,7 +132,3 @@ def migrate_command(args):
 
 def main(argv=None):
     return cli.run(migrate_parser(), migrate_command, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,6 @@ the training loss and the eval metrics over steps, one panel each, and prints a 
 table. Needs matplotlib: ``pip install "estimator-dist[report]"``.
 """
 import os
-import sys
 
 from estimator_dist import run_record
 from estimator_dist.commands import cli, logs
@@ -120,7 +119,3 @@ def report_command(args):
 
 def main(argv=None):
     return cli.run(report_parser(), report_command, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

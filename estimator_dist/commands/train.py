@@ -31,84 +31,85 @@ def _param(text):
         return key, raw
 
 
+def _each_model(field):
+    """``field`` of every built-in model, for a flag's help: "dense 128, lstm 64"."""
+    return ", ".join(f"{model.name} {getattr(model, field)}" for model in models.MODELS.values())
+
+
 def _add_model_flags(parser, defaults):
     group = parser.add_argument_group("model")
-    group.add_argument("--model", choices=models.NAMES, default=argparse.SUPPRESS,
+    group.add_argument("--model", choices=models.NAMES,
                        help=f"which built-in model to train (default: {defaults.model})")
     group.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
+                       default=None,
                        help="set a model param, e.g. learning_rate=0.001 or "
                             "hidden_units=[32,32]; repeatable (default: the model's own)")
 
 
 def _add_data_flags(parser):
     group = parser.add_argument_group("data")
-    group.add_argument("--train-data", nargs="+", metavar="FILE", default=argparse.SUPPRESS,
+    group.add_argument("--train-data", nargs="+", metavar="FILE",
                        help="CSV or TFRecord files or globs to train on: a 'label' column "
                             "or feature and numeric x (see docs/input.md) (default: the "
                             "built-in data)")
-    group.add_argument("--eval-data", nargs="+", metavar="FILE", default=argparse.SUPPRESS,
+    group.add_argument("--eval-data", nargs="+", metavar="FILE",
                        help="CSV or TFRecord files to evaluate on (default: the "
                             "--train-data files)")
-    group.add_argument("--batch-size", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
+    group.add_argument("--batch-size", type=cli.positive_int, metavar="N",
                        help="global batch size, split evenly across replicas "
-                            "(default: the model's own: dense 128, lstm 64)")
+                            f"(default: the model's own: {_each_model('batch_size')})")
 
 
 def _add_distribution_flags(parser, defaults):
     group = parser.add_argument_group("distribution")
-    group.add_argument("--strategy", choices=strategy_table.NAMES, default=argparse.SUPPRESS,
+    group.add_argument("--strategy", choices=strategy_table.NAMES,
                        help=f"distribution strategy (default: {defaults.strategy})")
-    group.add_argument("--num-replicas", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
+    group.add_argument("--num-replicas", type=cli.positive_int, metavar="N",
                        help="replicas for mirrored (default: every GPU, else 2 CPU devices)")
-    group.add_argument("--tpu-name", metavar="NAME", default=argparse.SUPPRESS,
+    group.add_argument("--tpu-name", metavar="NAME",
                        help="TPU name or address for --strategy tpu (default: $TPU_NAME)")
-    group.add_argument("--tpu-validate", action="store_true", default=argparse.SUPPRESS,
+    group.add_argument("--tpu-validate", action="store_true",
                        help="with --strategy tpu: run the TPUEstimator path on CPU")
     group.add_argument("--collective-timeout", type=cli.positive_int, metavar="SECONDS",
-                       default=argparse.SUPPRESS,
                        help="seconds a multi_worker collective waits for a peer (default: 300)")
     group.add_argument("--rendezvous-timeout", type=cli.positive_int, metavar="SECONDS",
-                       default=argparse.SUPPRESS,
                        help="seconds a multi_worker or parameter_server task waits for its "
                             "peers, then fails naming the tasks not reached (default: 300)")
     group.add_argument("--steps-per-run", type=cli.positive_int, metavar="N",
-                       default=argparse.SUPPRESS,
                        help="training steps per Session.run (default: 20 under default, "
                             "mirrored and multi_worker, else 1; tpu: iterations per loop)")
 
 
 def _add_run_flags(parser, defaults):
     group = parser.add_argument_group("run")
-    group.add_argument("--max-steps", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
-                       help="global step to train to (default: the model's own: dense 1000, "
-                            "lstm 600; on resume: the recorded run's)")
-    group.add_argument("--model-dir", metavar="DIR", default=argparse.SUPPRESS,
+    group.add_argument("--max-steps", type=cli.positive_int, metavar="N",
+                       help="global step to train to (default: the model's own: "
+                            f"{_each_model('max_steps')}; on resume: the recorded run's)")
+    group.add_argument("--model-dir", metavar="DIR",
                        help="checkpoints, events, run.json and export; an existing one is "
                             "resumed (default: a new ./runs/MODEL-TIME)")
     group.add_argument("--save-checkpoints-steps", type=cli.positive_int, metavar="N",
-                       default=argparse.SUPPRESS,
                        help="steps between checkpoints, each one evaluated (default: a "
                             "checkpoint every 10 minutes, one evaluation at the end)")
-    group.add_argument("--seed", type=cli.non_negative_int, metavar="N", default=argparse.SUPPRESS,
+    group.add_argument("--seed", type=cli.non_negative_int, metavar="N",
                        help=f"random seed for data order and initializers "
                             f"(default: {defaults.seed})")
-    group.add_argument("--eval-steps", type=cli.positive_int, metavar="N", default=argparse.SUPPRESS,
+    group.add_argument("--eval-steps", type=cli.positive_int, metavar="N",
                        help="eval batches (default: the whole eval set)")
-    group.add_argument("--config", metavar="FILE",
+    group.add_argument("--config", metavar="FILE", default=None,
                        help="JSON or YAML file of settings (keys as the flags, with _); "
                             "flags override it (default: none)")
-    group.add_argument("--print-config", action="store_true",
+    group.add_argument("--print-config", action="store_true", default=False,
                        help="print the merged settings as JSON and exit")
-    group.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+    group.add_argument("--verbose", action="store_true",
                        help="show TensorFlow's logs and full tracebacks (default: quiet)")
 
 
 def _add_export_flags(parser):
     group = parser.add_argument_group("export")
-    group.add_argument("--export-dir", metavar="DIR", default=argparse.SUPPRESS,
+    group.add_argument("--export-dir", metavar="DIR",
                        help="where the SavedModel goes (default: MODEL_DIR/export)")
-    group.add_argument("--no-export", dest="export", action="store_false",
-                       default=argparse.SUPPRESS, help="skip the SavedModel export")
+    group.add_argument("--no-export", dest="export", action="store_false", help="skip the SavedModel export")
 
 
 def train_parser(subparsers=None):
@@ -116,6 +117,9 @@ def train_parser(subparsers=None):
     parser = cli.command_parser(
         "train", "Train, evaluate and export a model under a distribution strategy.",
         subparsers)
+    # A settings flag that is not given stays out of args, so the config file's value and
+    # the recorded run's show through (flags -> config file -> run.json -> defaults).
+    parser.argument_default = argparse.SUPPRESS
     defaults = config_lib.RunSettings()
     _add_model_flags(parser, defaults)
     _add_data_flags(parser)
@@ -214,7 +218,3 @@ def main(argv=None):
             "resume)"))
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,11 +5,10 @@ default. Every field can live in a JSON or YAML config file; unknown keys are re
 name with the nearest valid key.
 """
 import dataclasses
-import difflib
 import math
 
 from estimator_dist import models, strategy_table
-from estimator_dist.errors import UsageError, check_positive_int
+from estimator_dist.errors import UsageError, check_positive_int, nearest_hint
 
 _POSITIVE_INTS = ("num_replicas", "max_steps", "batch_size", "save_checkpoints_steps",
                   "eval_steps", "collective_timeout", "rendezvous_timeout", "steps_per_run")
@@ -107,12 +106,6 @@ def check_keys(values, source):
             raise UsageError(f"{source} keys must be settings of estimator_dist.train"
                              f"{nearest_hint(str(key).replace('-', '_'), names)}. "
                              f"Received: unknown key {key!r}")
-
-
-def nearest_hint(word, candidates):
-    """`` (did you mean 'X'?)`` for the closest candidate, or an empty string."""
-    near = difflib.get_close_matches(word, candidates, n=1)
-    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def merge(*layers):

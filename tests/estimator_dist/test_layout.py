@@ -2,6 +2,8 @@
 import ast
 import importlib
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -33,3 +35,13 @@ def test_entry_point_runs_its_command(name):
     entry = importlib.import_module(f"estimator_dist.{name}")
     command = importlib.import_module(f"estimator_dist.commands.{name}")
     assert entry.main is command.main
+
+
+def test_launcher_imports_nothing_that_starts_threads():
+    """The launcher unshares a user namespace, which the kernel refuses to a process that
+    runs threads; numpy (and TensorFlow) start threads when imported."""
+    code = ("import sys; import estimator_dist.launch; "
+            "print(sorted({'numpy', 'tensorflow'} & set(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"

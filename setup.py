@@ -36,10 +36,10 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "estimator-dist-train=estimator_dist.train:main",
-            "estimator-dist-launch=estimator_dist.launch:main",
-            "estimator-dist-report=estimator_dist.report:main",
-            "estimator-dist-migrate=estimator_dist.migrate:main",
+            "estimator-dist-train=estimator_dist.commands.train:main",
+            "estimator-dist-launch=estimator_dist.commands.launch:main",
+            "estimator-dist-report=estimator_dist.commands.report:main",
+            "estimator-dist-migrate=estimator_dist.commands.migrate:main",
         ],
     },
     classifiers=[

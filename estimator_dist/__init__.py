@@ -30,7 +30,7 @@ _EXPORTS = {
     "PreemptionHook": "estimator_dist.preemption",
     "Preempted": "estimator_dist.preemption",
     "ReplicaDivergenceError": "estimator_dist.divergence",
-    "to_keras": "estimator_dist.migrate",
+    "to_keras": "estimator_dist.keras_conversion",
     "load_mapping": "estimator_dist.checkpoint_mapping",
     "convert_checkpoint": "estimator_dist.checkpoint_mapping",
 }

@@ -31,6 +31,7 @@ import fnmatch
 import importlib
 import os
 
+from estimator_dist import config_files
 from estimator_dist.errors import UsageError
 
 _SECTIONS = ("weights", "basic_lstm_cells", "ignore")
@@ -123,9 +124,7 @@ def check_mapping(values):
 
 def load_mapping(path):
     """The ``Mapping`` in the JSON or YAML file ``path``."""
-    from estimator_dist import config  # pylint: disable=import-outside-toplevel
-
-    return check_mapping(config.load_file(path))
+    return check_mapping(config_files.load_file(path))
 
 
 def checkpoint_path(checkpoint):
@@ -236,53 +235,3 @@ def convert_or_raise(model, mapping, checkpoint):
         raise UsageError(f"mapping must give every Keras weight a checkpoint variable of its "
                          f"shape and use or ignore every variable. Received: {report.problems}")
     return report
-
-
-def add_arguments(parser):
-    """The mapping mode's flags, in their own group of the migrate parser."""
-    group = parser.add_argument_group(
-        "mapping mode", "convert the checkpoint of your own model_fn (instead of --model-dir)")
-    group.add_argument("--checkpoint", metavar="DIR_OR_PREFIX",
-                       help="a checkpoint prefix, or a directory (its latest checkpoint)")
-    group.add_argument("--mapping", metavar="FILE",
-                       help="JSON/YAML: Keras layer/weight -> checkpoint variable")
-    group.add_argument("--keras-model", metavar="MODULE:FUNCTION",
-                       help="a function returning the Keras model to fill")
-
-
-def mapping_mode(args):
-    """Whether ``args`` ask for the mapping mode (checked: all of its flags, no model dir)."""
-    flags = {"checkpoint": args.checkpoint, "mapping": args.mapping,
-             "keras_model": args.keras_model}
-    if not any(flags.values()):
-        if args.model_dir is None:
-            raise UsageError("model_dir must be given (or --checkpoint, --mapping and "
-                             "--keras-model for your own model_fn). Received: neither")
-        return False
-    if args.model_dir is not None:
-        raise UsageError("model_dir must not be given with --checkpoint (the mapping mode). "
-                         f"Received: model_dir={args.model_dir!r}")
-    missing = [f"--{name.replace('_', '-')}" for name, value in flags.items() if not value]
-    if missing:
-        raise UsageError(f"the mapping mode needs --checkpoint, --mapping and --keras-model. "
-                         f"Received: no {', '.join(missing)}")
-    return True
-
-
-def mapping_command(args):
-    """Converts and saves as the mapping mode's ``args`` say; returns the exit code."""
-    from estimator_dist import logs, migrate  # pylint: disable=import-outside-toplevel
-
-    mapping = load_mapping(args.mapping)
-    logs.quiet_tensorflow(verbose=False)
-    logs.tensorflow_python_logging(verbose=False)
-    path = checkpoint_path(args.checkpoint)
-    output = migrate.checked_output(args.output, os.path.dirname(os.path.abspath(path)),
-                                    args.overwrite, source_name="the checkpoint's directory")
-    model = build_keras_model(args.keras_model)
-    report = convert_or_raise(model, mapping, path)
-    migrate.save(model, output, overwrite=args.overwrite)
-    print(f"checkpoint  {path}")
-    print("\n".join(report.lines()))
-    print(f"saved       {output}")
-    return 0

@@ -4,6 +4,7 @@ Every message follows one format: the thing, the rule, and what was received, e.
 ``num_replicas must be a positive int. Received: num_replicas=0``. The CLI prints a
 ``UsageError`` as one line on stderr and exits with code 2.
 """
+import difflib
 import errno
 import os
 
@@ -19,6 +20,22 @@ def check_positive_int(name, value, *, allow_none=False):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(f"{name} must be a positive int. Received: {name}={value!r}")
     return value
+
+
+def nearest_hint(word, candidates):
+    """`` (did you mean 'X'?)`` for the closest candidate, or an empty string."""
+    near = difflib.get_close_matches(word, candidates, n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def entry_of(table, name, value, *, listed=None):
+    """Returns ``table[value]``; an unknown ``value`` raises, listing the valid names
+    (``listed``, default: the table's keys)."""
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        listed = ", ".join(table) if listed is None else listed
+        raise UsageError(f"{name} must be one of {listed}. Received: {name}={value!r}") from None
 
 
 def check_existing_dir(name, path):

@@ -1,32 +1,67 @@
-"""The CLI's built-in models: model_fn, default params, built-in data and serving inputs."""
+"""The built-in models by name, and everything about each one: the one table.
+
+``python -m estimator_dist.train --model NAME`` trains one of them, ``to_keras`` converts
+its checkpoints. Each entry names its model_fn's module in ``model_fns`` (the model_fn,
+its params table and resolver), the train command's defaults and built-in data, its
+serving inputs and its Keras builder (``_keras_models``). Imports no TensorFlow (the
+model_fn is loaded on first use), so the command line can list the names before
+TensorFlow starts. A new built-in model is one entry here plus its module in
+``model_fns/`` and its builder in ``_keras_models.py``.
+"""
 import dataclasses
+import importlib
 from typing import Callable
 
-import model_fns
-from estimator_dist import datasets
+from estimator_dist import _keras_models, datasets
+from estimator_dist.errors import entry_of
 
 
 @dataclasses.dataclass(frozen=True)
 class BuiltinModel:
-    """Everything the CLI needs to train, evaluate and export one model."""
+    """Everything the commands need to train, evaluate, export and convert one model.
 
-    model_fn: Callable
-    params_table: dict  # The model_fn's params: name -> rule and default.
-    resolve_params: Callable  # params -> checked params with defaults (ValueError if not).
-    params: dict  # The CLI's defaults.
+    Attributes:
+      name: the name users pass (``--model name``, ``to_keras(model=name)``).
+      module: its module in ``model_fns``: the model_fn, ``PARAMS`` and ``resolve_params``.
+      model_fn_name: the model_fn's name in ``module``.
+      params: the train command's defaults.
+      x_shape: one example's x in files; -1 is read off the files.
+      serving_shapes: (params, x_shape) -> feature name -> shape.
+      keras_model: (resolved params, ``_keras_models.Checkpoint``) -> (Keras model,
+        layer name -> weights).
+    """
+
+    name: str
+    module: str
+    model_fn_name: str
+    params: dict
     batch_size: int
     max_steps: int
     train_data: Callable
     eval_data: Callable
-    x_shape: tuple  # One example's x in files; -1 is read off the files.
-    serving_shapes: Callable  # (params, x_shape) -> feature name -> shape
+    x_shape: tuple
+    serving_shapes: Callable
+    keras_model: Callable
+
+    @property
+    def model_fn(self):
+        return getattr(importlib.import_module(self.module), self.model_fn_name)
+
+    @property
+    def params_table(self):
+        """The model_fn's params: name -> rule and default."""
+        return importlib.import_module(self.module).PARAMS
+
+    def resolve_params(self, params):
+        """params -> checked params with defaults (ValueError if not)."""
+        return importlib.import_module(self.module).resolve_params(params)
 
 
-MODELS = {
-    "dense": BuiltinModel(
-        model_fn=model_fns.dense_classifier_model_fn,
-        params_table=model_fns.dense.PARAMS,
-        resolve_params=model_fns.dense.resolve_params,
+MODELS = {model.name: model for model in (
+    BuiltinModel(
+        name="dense",
+        module="model_fns.dense",
+        model_fn_name="dense_classifier_model_fn",
         params={"hidden_units": [64, 64], "num_classes": 3, "learning_rate": 0.01},
         batch_size=128,
         max_steps=1000,
@@ -34,11 +69,12 @@ MODELS = {
         eval_data=lambda: datasets.blobs(2048, seed=1),
         x_shape=(-1,),
         serving_shapes=lambda params, x_shape: {"x": [None, *x_shape]},
+        keras_model=_keras_models.dense,
     ),
-    "lstm": BuiltinModel(
-        model_fn=model_fns.lstm_model_fn,
-        params_table=model_fns.lstm.PARAMS,
-        resolve_params=model_fns.lstm.resolve_params,
+    BuiltinModel(
+        name="lstm",
+        module="model_fns.lstm",
+        model_fn_name="lstm_model_fn",
         params={"num_units": 32, "num_classes": 3, "learning_rate": 0.01},
         batch_size=64,
         max_steps=600,
@@ -50,5 +86,17 @@ MODELS = {
             "state_c": [None, params.get("num_layers", 1) * params["num_units"]],
             "state_h": [None, params.get("num_layers", 1) * params["num_units"]],
         },
+        keras_model=_keras_models.lstm,
     ),
-}
+)}
+
+NAMES = tuple(MODELS)
+
+
+def model_of(name):
+    """Returns the ``BuiltinModel`` named ``name``.
+
+    Raises:
+      UsageError (a ValueError): an unknown name, listing the valid ones.
+    """
+    return entry_of(MODELS, "model", name)

@@ -98,6 +98,7 @@ def resolve(strategy, task=None, *, num_replicas=None, **run_config_kwargs):
       UsageError: as ``make_run_config`` raises it.
     """
     kind = strategy_table.kind_of(strategy)
-    config = make_run_config(strategy, num_replicas=num_replicas, **run_config_kwargs)
     task = task or task_of(strategy)
+    config = make_run_config(strategy, num_replicas=num_replicas, tf_config=task,
+                             **run_config_kwargs)
     return Plan(kind=kind, config=config, replicas=_replicas(kind, config, task), task=task)

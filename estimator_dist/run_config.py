@@ -137,7 +137,7 @@ def with_steps_per_run(config, steps_per_run):
 
 def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tpu=None,
                     use_tpu=True, collective_timeout=None, rendezvous_timeout=None,
-                    steps_per_run=None, **run_config_kwargs):
+                    steps_per_run=None, tf_config=None, **run_config_kwargs):
     """Returns a ``tf.estimator.RunConfig`` that runs an Estimator under ``strategy``.
 
     Hand the result to a plain ``tf.estimator.Estimator(model_fn, config=...)``.
@@ -165,6 +165,10 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
       steps_per_run: training steps per ``Session.run`` (default 1), carried by the
         config as ``config.steps_per_run`` for ``estimator_dist.make_estimator``; for
         "tpu" it sets ``iterations_per_loop``.
+      tf_config: this task's cluster for "multi_worker" and "parameter_server", parsed
+        already (a ``TFConfig``, as ``estimator_dist.resolve_cluster`` returns it);
+        default: parsed here from ``TF_CONFIG`` or another cluster source. TensorFlow
+        reads ``TF_CONFIG`` itself, so it must say the same cluster.
       **run_config_kwargs: passed to ``tf.estimator.RunConfig`` (``tf_random_seed``,
         ``save_checkpoints_steps``, ``session_config``, ...).
 
@@ -195,7 +199,7 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     if rendezvous_timeout is not None:
         options["rendezvous_timeout"] = check_positive_int("rendezvous_timeout",
                                                            rendezvous_timeout)
-    setup = strategies.build(strategy, num_replicas, **options)
+    setup = strategies.build(strategy, num_replicas, tf_config=tf_config, **options)
     if kind.cluster:
         cluster_train.install()
     config = session_config(setup.cpu_devices, run_config_kwargs.pop("session_config", None))

@@ -49,12 +49,17 @@ def load(model_dir):
     return record
 
 
-def recorded_settings(model_dir):
-    """The settings recorded in ``model_dir`` (a mapping for ``config.merge``), or {}."""
-    record = load(model_dir) if model_dir else None
+def carried_settings(record):
+    """The settings a resume takes from ``record`` (as ``load`` returns it; None: none), a
+    mapping for ``config.merge``."""
     if record is None:
         return {}
     return {k: v for k, v in record["settings"].items() if k in CARRIED}
+
+
+def recorded_settings(model_dir):
+    """The settings recorded in ``model_dir`` (a mapping for ``config.merge``), or {}."""
+    return carried_settings(load(model_dir) if model_dir else None)
 
 
 def _differences(recorded, wanted):
@@ -68,14 +73,15 @@ def _differences(recorded, wanted):
             yield key, before, after
 
 
-def check_resume(model_dir, settings):
+def check_resume(model_dir, settings, record):
     """Refuses to train ``settings`` (a dict) into a model dir holding another model.
+
+    ``record`` is the model dir's record as ``load`` returned it.
 
     Raises:
       UsageError: the record names another model or params (the first difference is
         named), or the model dir holds a checkpoint but no record.
     """
-    record = load(model_dir)
     if record is None:
         if os.path.exists(os.path.join(model_dir, "checkpoint")):
             raise UsageError(

@@ -112,20 +112,13 @@ def setup_cpu_replicas(num_devices):
             "runs, e.g. at the top of your script.") from None
 
 
-def _check_one_replica(strategy, num_replicas, hint=""):
-    if num_replicas not in (None, 1):
-        raise UsageError(f"num_replicas must be 1 or None for strategy '{strategy}'{hint}. "
-                         f"Received: num_replicas={num_replicas!r}")
-
-
-def _default(num_replicas, options):
-    del options  # build() accepts none for this strategy.
-    _check_one_replica("default", num_replicas)
+def _default(num_replicas, options, tf_config):
+    del num_replicas, options, tf_config  # One replica (build() checks); no options.
     return StrategySetup(cpu_devices=cpu_device_count())
 
 
-def _mirrored(num_replicas, options):
-    del options  # build() accepts none for this strategy.
+def _mirrored(num_replicas, options, tf_config):
+    del options, tf_config  # build() passes none for this strategy.
     check_positive_int("num_replicas", num_replicas, allow_none=True)
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
@@ -144,10 +137,9 @@ def _mirrored(num_replicas, options):
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
-def _multi_worker(num_replicas, options):
-    _check_one_replica("multi_worker", num_replicas,
-                       " (one replica per worker process; add workers to TF_CONFIG instead)")
-    if cluster.tf_config_from_env().task_type == "evaluator":
+def _multi_worker(num_replicas, options, tf_config):
+    del num_replicas  # One replica per worker process (build() checks).
+    if tf_config.task_type == "evaluator":
         # The evaluator trains nothing, but Estimator routes it through the distribute
         # coordinator only when train_distribute is set; MultiWorkerMirroredStrategy
         # itself cannot be built there when the cluster lists no evaluator.
@@ -157,13 +149,12 @@ def _multi_worker(num_replicas, options):
     check_positive_int("collective_timeout", timeout)
     strategy = rendezvous.form_cluster(lambda: _MultiWorkerMirroredStrategy(
         communication_options=tf.distribute.experimental.CommunicationOptions(
-            timeout_seconds=timeout)), options.get("rendezvous_timeout"))
+            timeout_seconds=timeout)), options.get("rendezvous_timeout"), tf_config=tf_config)
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
-def _parameter_server(num_replicas, options):
-    _check_one_replica("parameter_server", num_replicas, " (add workers to TF_CONFIG instead)")
-    tf_config = cluster.tf_config_from_env()
+def _parameter_server(num_replicas, options, tf_config):
+    del num_replicas  # One replica per worker process (build() checks).
     missing = [t for t in ("chief", "ps") if t not in tf_config.cluster]
     if missing:
         raise UsageError(
@@ -185,19 +176,27 @@ _STRATEGIES = {
     "parameter_server": _parameter_server,
 }
 
+# Strategies of one replica per process -> how to get more, for the error on num_replicas.
+_ONE_REPLICA = {
+    "default": "",
+    "multi_worker": " (one replica per worker process; add workers to TF_CONFIG instead)",
+    "parameter_server": " (add workers to TF_CONFIG instead)",
+}
 # Options of build() -> the strategies that take them.
 _OPTION_STRATEGIES = {"collective_timeout": ("multi_worker",),
                       "rendezvous_timeout": ("multi_worker", "parameter_server")}
 
 
-
-def build(name, num_replicas=None, **options):
+def build(name, num_replicas=None, *, tf_config=None, **options):
     """Builds the ``StrategySetup`` for strategy ``name``.
 
-    "tpu" is no tf.distribute strategy here: ``make_run_config`` wires it through
-    TPUEstimator's own RunConfig.
+    A cluster strategy builds on ``tf_config``, this task's parsed ``cluster.TFConfig``
+    (default: read from the environment, ``cluster.tf_config_from_env``). "tpu" is no
+    tf.distribute strategy here: ``make_run_config`` wires it through TPUEstimator's own
+    RunConfig.
     """
-    if strategy_table.kind_of(name).tpu:
+    kind = strategy_table.kind_of(name)
+    if kind.tpu:
         raise UsageError("strategy 'tpu' runs through TPUEstimator's own RunConfig: build it "
                          "with estimator_dist.make_run_config('tpu'). Received: strategy='tpu'")
     builder = _STRATEGIES[name]
@@ -206,4 +205,17 @@ def build(name, num_replicas=None, **options):
             raise UsageError(f"{option} applies to strategy "
                              f"{' or '.join(map(repr, _OPTION_STRATEGIES[option]))} only. "
                              f"Received: strategy={name!r}")
-    return builder(num_replicas, options)
+    if name in _ONE_REPLICA and num_replicas not in (None, 1):
+        raise UsageError(f"num_replicas must be 1 or None for strategy '{name}'"
+                         f"{_ONE_REPLICA[name]}. Received: num_replicas={num_replicas!r}")
+    if not kind.cluster:
+        if tf_config is not None:
+            raise UsageError(f"tf_config applies to strategies "
+                             f"{' and '.join(map(repr, strategy_table.CLUSTER_NAMES))} only. "
+                             f"Received: strategy={name!r}")
+    elif tf_config is None:
+        tf_config = cluster.tf_config_from_env()
+    elif not isinstance(tf_config, cluster.TFConfig):
+        raise UsageError(f"tf_config must be a TFConfig (estimator_dist.parse_tf_config or "
+                         f"resolve_cluster returns one). Received: {type(tf_config).__name__}")
+    return builder(num_replicas, options, tf_config)

@@ -8,7 +8,7 @@ before TensorFlow starts. A new strategy is one entry here plus its builder.
 """
 import dataclasses
 
-from estimator_dist.errors import UsageError
+from estimator_dist.errors import entry_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +54,4 @@ def kind_of(name):
     Raises:
       UsageError (a ValueError): an unknown name, listing the valid ones.
     """
-    try:
-        return STRATEGIES[name]
-    except (KeyError, TypeError):
-        raise UsageError(f"strategy must be one of {', '.join(map(repr, NAMES))}. "
-                         f"Received: strategy={name!r}") from None
+    return entry_of(STRATEGIES, "strategy", name, listed=", ".join(map(repr, NAMES)))

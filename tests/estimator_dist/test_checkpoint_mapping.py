@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist import checkpoint_mapping, migrate
+from estimator_dist import checkpoint_mapping
+from estimator_dist.commands import migrate
 from estimator_dist.errors import UsageError
 from tests.conftest import REPO_ROOT
 from tests.fixtures import fixture_models
@@ -139,7 +140,7 @@ def test_build_keras_model_bad_spec_names_it():
 def test_migrate_mapping_flags_checked(argv, match):
     args = migrate.migrate_parser().parse_args(argv)
     with pytest.raises(UsageError, match=match):
-        checkpoint_mapping.mapping_mode(args)
+        migrate._mapping_mode(args)  # pylint: disable=protected-access
 
 
 @pytest.mark.slow

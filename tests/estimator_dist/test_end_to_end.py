@@ -10,7 +10,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from estimator_dist.launch import free_ports
+from estimator_dist.commands.launch import free_ports
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 

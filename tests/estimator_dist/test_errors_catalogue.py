@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist import training
-from estimator_dist.config import RunSettings
+from estimator_dist.commands import training
+from estimator_dist.commands.config import RunSettings
 from tests.conftest import REPO_ROOT
 from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
 

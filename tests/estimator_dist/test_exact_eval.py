@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from estimator_dist import events
+from estimator_dist.commands import events
 from tests.estimator_dist.exact_eval_job import CLUSTER_STEPS, NUM_EXAMPLES
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]

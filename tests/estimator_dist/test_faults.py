@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist import checkpoints, training
-from estimator_dist.config import RunSettings
-from estimator_dist.report import main as report_main
+from estimator_dist.commands import checkpoints, training
+from estimator_dist.commands.config import RunSettings
+from estimator_dist.commands.report import main as report_main
 from input_fns import write_tfrecords
 from tests.conftest import REPO_ROOT
 from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401

@@ -13,8 +13,9 @@ import pytest
 import tensorflow as tf
 
 import model_fns
-from estimator_dist import _keras_lstm, migrate, run_record, training
-from estimator_dist.config import RunSettings
+from estimator_dist import _keras_lstm, keras_conversion, run_record
+from estimator_dist.commands import migrate, training
+from estimator_dist.commands.config import RunSettings
 from estimator_dist.errors import UsageError
 from tests.estimator_dist.train_support import keep_tf_logging, snapshot  # noqa: F401
 
@@ -112,7 +113,7 @@ def test_migrate_lstm_cli_saved_model_gives_exported_logits_and_state(lstm_run, 
 def test_migrate_lstm_keras_file_carries_state_across_chunks(lstm_run, tmp_path):
     model_dir, serving = lstm_run
     output = str(tmp_path / "lstm.keras")
-    migrate.save(migrate.to_keras(model_dir), output)
+    keras_conversion.save(keras_conversion.to_keras(model_dir), output)
     loaded = tf.keras.models.load_model(output)
     features = _lstm_features(np.random.default_rng(1), time=10)
     whole = serving(**{k: tf.constant(v) for k, v in features.items()})
@@ -125,7 +126,7 @@ def test_migrate_lstm_keras_file_carries_state_across_chunks(lstm_run, tmp_path)
 def test_migrate_dense_gives_exported_logits(dense_run, tmp_path):
     model_dir, serving = dense_run
     output = str(tmp_path / "keras_dense")
-    migrate.save(migrate.to_keras(model_dir), output)
+    keras_conversion.save(keras_conversion.to_keras(model_dir), output)
     x = np.random.default_rng(2).normal(size=(6, 16)).astype(np.float32)
     logits = tf.keras.models.load_model(output)({"x": x})["logits"]
     np.testing.assert_allclose(logits, serving(x=tf.constant(x))["logits"], atol=_TOLERANCE)
@@ -135,7 +136,8 @@ def test_migrate_dense_gives_exported_logits(dense_run, tmp_path):
 def test_migrate_dense_with_batch_norm_and_dropout_gives_exported_logits(tmp_path):
     model_dir, serving = _train(tmp_path, "dense", {"hidden_units": [8, 4], "batch_norm": True,
                                                     "dropout": 0.2}, max_steps=5)
-    output = migrate.save(migrate.to_keras(model_dir), str(tmp_path / "batch_norm"))
+    output = keras_conversion.save(keras_conversion.to_keras(model_dir),
+                                   str(tmp_path / "batch_norm"))
     keras_model = tf.keras.models.load_model(output)
     moving_mean = keras_model.get_layer("batch_norm_0").moving_mean.numpy()
     assert np.abs(moving_mean).max() > 0  # Trained statistics, not the initial zeros.
@@ -148,7 +150,8 @@ def test_migrate_dense_with_batch_norm_and_dropout_gives_exported_logits(tmp_pat
 def test_migrate_two_layer_regression_lstm_gives_exported_logits_and_state(tmp_path):
     params = {"num_units": 6, "num_layers": 2, "dropout": 0.1, "task": "regression"}
     model_dir, serving = _train(tmp_path, "lstm", params)
-    output = migrate.save(migrate.to_keras(model_dir), str(tmp_path / "two_layers.keras"))
+    output = keras_conversion.save(keras_conversion.to_keras(model_dir),
+                                   str(tmp_path / "two_layers.keras"))
     keras_model = tf.keras.models.load_model(output)
     assert [layer.name for layer in keras_model.layers if "lstm" in layer.name] == [
         "lstm_0", "lstm_1"]
@@ -181,7 +184,7 @@ def test_to_keras_without_run_record_matches_predictions(tmp_path, extra_params,
     features = {**_lstm_features(rng, batch=8, time=5, state_size=4), "x": x}
     predicted = list(estimator.predict(lambda: tf.data.Dataset.from_tensors(features)))
     expected = {name: np.stack([p[name] for p in predicted]) for name in ("logits", "state_c")}
-    keras_model = migrate.to_keras(estimator.model_dir, model="lstm", params=params)
+    keras_model = keras_conversion.to_keras(estimator.model_dir, model="lstm", params=params)
     outputs = keras_model(features)
     assert outputs["logits"].shape == expected["logits"].shape
     assert _max_difference(expected, outputs, ["logits", "state_c"]) < _TOLERANCE
@@ -221,23 +224,23 @@ class _FailingModel:
 def test_save_failing_midway_leaves_no_output(tmp_path):
     output = tmp_path / "out"
     with pytest.raises(OSError, match="disk full"):
-        migrate.save(_FailingModel(), str(output))
+        keras_conversion.save(_FailingModel(), str(output))
     assert os.listdir(tmp_path) == []
 
 
 def test_save_failing_midway_keeps_the_previous_output(tmp_path):
     output = tmp_path / "out"
     output.mkdir()
-    (output / migrate.MARKER).write_text("{}")  # An earlier output of migrate.
+    (output / keras_conversion.MARKER).write_text("{}")  # An earlier output of migrate.
     with pytest.raises(OSError, match="disk full"):
-        migrate.save(_FailingModel(), str(output), overwrite=True)
-    assert os.listdir(tmp_path) == ["out"] and os.listdir(output) == [migrate.MARKER]
+        keras_conversion.save(_FailingModel(), str(output), overwrite=True)
+    assert os.listdir(tmp_path) == ["out"] and os.listdir(output) == [keras_conversion.MARKER]
 
 
 def test_save_overwrite_replaces_an_existing_output(dense_run, tmp_path):
     output = tmp_path / "dense.keras"
-    migrate.save(migrate.to_keras(dense_run[0]), str(output))
-    migrate.save(migrate.to_keras(dense_run[0]), str(output), overwrite=True)
+    keras_conversion.save(keras_conversion.to_keras(dense_run[0]), str(output))
+    keras_conversion.save(keras_conversion.to_keras(dense_run[0]), str(output), overwrite=True)
     assert tf.keras.models.load_model(str(output)).output_names == ["logits"]
     assert os.listdir(tmp_path) == ["dense.keras"]
 
@@ -245,7 +248,7 @@ def test_save_overwrite_replaces_an_existing_output(dense_run, tmp_path):
 def test_save_existing_output_without_overwrite_raises(tmp_path):
     (tmp_path / "out").mkdir()
     with pytest.raises(UsageError, match=r"output must not exist yet .* Received: output="):
-        migrate.save(_FailingModel(), str(tmp_path / "out"))
+        keras_conversion.save(_FailingModel(), str(tmp_path / "out"))
 
 
 # --- Errors: one line, exit 2 ---------------------------------------------------------------
@@ -314,14 +317,14 @@ def test_to_keras_param_the_conversion_cannot_express_raises(lstm_run, tmp_path)
     model_dir = _with_record(lstm_run, tmp_path, "lstm", params)
     with pytest.raises(UsageError, match=r"params must be ones the Keras conversion of 'lstm' "
                                          r"expresses .*Received: use_peepholes=True"):
-        migrate.to_keras(model_dir)
+        keras_conversion.to_keras(model_dir)
 
 
 def test_to_keras_unknown_model_raises(lstm_run, tmp_path):
     model_dir = _with_record(lstm_run, tmp_path, "cnn", {})
     with pytest.raises(UsageError, match="model must be one of dense, lstm. Received: "
                                          "model='cnn'"):
-        migrate.to_keras(model_dir)
+        keras_conversion.to_keras(model_dir)
 
 
 def test_to_keras_checkpoint_of_another_model_raises(lstm_run, tmp_path):
@@ -329,7 +332,7 @@ def test_to_keras_checkpoint_of_another_model_raises(lstm_run, tmp_path):
     model_dir = _with_record(lstm_run, tmp_path, "dense", params)
     with pytest.raises(UsageError, match=r"checkpoint must hold variable 'hidden_0/kernel', .*"
                                          r"Received: checkpoint=.*model.ckpt-3' without it"):
-        migrate.to_keras(model_dir)
+        keras_conversion.to_keras(model_dir)
 
 
 def test_to_keras_checkpoint_shapes_not_matching_params_raises(lstm_run, tmp_path):
@@ -338,18 +341,10 @@ def test_to_keras_checkpoint_shapes_not_matching_params_raises(lstm_run, tmp_pat
     expected = r"\[\(8, 5\), \(5,\)\] .*Received: shapes \[\(8, 3\), \(3,\)\]"
     with pytest.raises(UsageError, match=f"checkpoint variables of layer 'logits' must have "
                                          f"shapes {expected}"):
-        migrate.to_keras(model_dir)
+        keras_conversion.to_keras(model_dir)
 
 
 def test_to_keras_model_without_params_raises(lstm_run):
     with pytest.raises(UsageError, match="model and params must be given together. "
                                          "Received: no params"):
-        migrate.to_keras(lstm_run[0], model="lstm")
-
-
-
-def test_converters_cover_every_built_in_model():
-    from estimator_dist import config, models  # pylint: disable=import-outside-toplevel
-
-    # pylint: disable=protected-access
-    assert tuple(migrate._CONVERTERS) == tuple(models.MODELS) == config.MODELS
+        keras_conversion.to_keras(lstm_run[0], model="lstm")

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from estimator_dist import plan, strategy_table
+from estimator_dist import cluster, plan, strategy_table
 from estimator_dist.errors import UsageError
 from estimator_dist.peer_failure import PeerFailureHook
 from estimator_dist.preemption import PreemptionHook
@@ -84,3 +84,20 @@ def test_plan_collectives_add_the_peer_failure_hook(monkeypatch):
                         task=task)
     assert (mw_plan.replicas, mw_plan.is_chief) == (2, True)
     assert _hook_types(mw_plan) == [PreemptionHook, PeerFailureHook]
+
+
+def test_resolve_parses_the_cluster_once_for_the_strategy_too(monkeypatch, model_dir):
+    spec = {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"], "evaluator": ["127.0.0.1:3"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": spec,
+                                                "task": {"type": "evaluator", "index": 0}}))
+    calls = []
+    parse = cluster.tf_config_from_env
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(cluster, "tf_config_from_env", counted)
+    ps_plan = plan.resolve("parameter_server", model_dir=model_dir)
+    assert (ps_plan.task_type, ps_plan.config.task_type) == ("evaluator", "evaluator")
+    assert len(calls) == 1

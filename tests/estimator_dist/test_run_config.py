@@ -146,3 +146,21 @@ def test_session_config_keeps_devices_count_not_lowered():
     base = tf.compat.v1.ConfigProto(device_count={"CPU": 8})
     assert run_config.session_config(2, base).device_count["CPU"] == 8
     assert run_config.session_config(2).device_count["CPU"] == 2
+
+
+def test_parameter_server_builds_on_the_given_tf_config(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)  # Read from the environment: "must be set".
+    given = estimator_dist.parse_tf_config(json.dumps(
+        {"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}}))
+    with pytest.raises(ValueError, match=r"TF_CONFIG must list 'chief' and 'ps' tasks.*"
+                                         r"Received: cluster task types \['worker'\]"):
+        estimator_dist.make_run_config("parameter_server", tf_config=given)
+
+
+def test_tf_config_with_a_one_process_strategy_refused():
+    given = estimator_dist.parse_tf_config(json.dumps(
+        {"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}}))
+    with pytest.raises(ValueError, match=r"tf_config applies to strategies 'multi_worker' and "
+                                         r"'parameter_server' only\. "
+                                         r"Received: strategy='mirrored'"):
+        estimator_dist.make_run_config("mirrored", tf_config=given)

@@ -18,6 +18,10 @@ def recorded_dir(tmp_path):
     return str(tmp_path)
 
 
+def _check_resume(model_dir, settings):
+    run_record.check_resume(model_dir, settings, run_record.load(model_dir))
+
+
 def test_make_record_keeps_settings_data_and_versions():
     record = run_record.make_record(_SETTINGS, {"train": "built-in"})
     assert record["settings"]["params"] == _SETTINGS["params"]
@@ -43,27 +47,27 @@ def test_recorded_settings_of_new_dir_are_empty(tmp_path):
 
 
 def test_check_resume_same_model_passes(recorded_dir):
-    run_record.check_resume(recorded_dir, dict(_SETTINGS, max_steps=500, strategy="default"))
+    _check_resume(recorded_dir, dict(_SETTINGS, max_steps=500, strategy="default"))
 
 
 def test_check_resume_other_model_names_it(recorded_dir):
     with pytest.raises(UsageError, match=r"model must match the run recorded in .*run\.json "
                                          r"\('dense'\).*Received: model='lstm'"):
-        run_record.check_resume(recorded_dir, dict(_SETTINGS, model="lstm"))
+        _check_resume(recorded_dir, dict(_SETTINGS, model="lstm"))
 
 
 def test_check_resume_other_params_names_the_param(recorded_dir):
     params = dict(_SETTINGS["params"], hidden_units=[16])
     with pytest.raises(UsageError, match=r"params\.hidden_units must match .*\(\[8\]\).*"
                                          r"Received: params\.hidden_units=\[16\]"):
-        run_record.check_resume(recorded_dir, dict(_SETTINGS, params=params))
+        _check_resume(recorded_dir, dict(_SETTINGS, params=params))
 
 
 def test_check_resume_checkpoint_without_record_refused(tmp_path):
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-5"\n')
     with pytest.raises(UsageError, match="model_dir must be new or hold a run of "
                                          "estimator_dist.train"):
-        run_record.check_resume(str(tmp_path), _SETTINGS)
+        _check_resume(str(tmp_path), _SETTINGS)
 
 
 def test_load_corrupt_record_refused(tmp_path):

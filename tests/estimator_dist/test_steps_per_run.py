@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import estimator_dist
 from estimator_dist import steps_per_run
-from estimator_dist.launch import free_ports
+from estimator_dist.commands.launch import free_ports
 from tests.estimator_dist import tf1_models
 from tests.estimator_dist.test_end_to_end import _run_workers
 

@@ -1,7 +1,8 @@
 """The one table of strategies: every name has a builder, and everything reads it."""
 import pytest
 
-from estimator_dist import config, strategies, strategy_table
+from estimator_dist import strategies, strategy_table
+from estimator_dist.commands import config, train
 from estimator_dist.errors import UsageError
 
 
@@ -10,8 +11,17 @@ def test_strategies_each_name_has_a_builder_or_is_tpu():
     assert set(strategies._STRATEGIES) == built  # pylint: disable=protected-access
 
 
-def test_settings_and_cli_choices_are_the_table():
-    assert config.STRATEGIES == strategy_table.NAMES
+def test_cli_choices_are_the_table():
+    (action,) = [a for a in train.train_parser()._actions  # pylint: disable=protected-access
+                 if "--strategy" in a.option_strings]
+    assert tuple(action.choices) == strategy_table.NAMES
+
+
+def test_settings_refuse_a_name_outside_the_table():
+    with pytest.raises(UsageError, match=r"strategy must be one of default, mirrored, "
+                                         r"multi_worker, parameter_server, tpu\. "
+                                         r"Received: strategy='mirorred'"):
+        config.RunSettings(strategy="mirorred")
 
 
 def test_cluster_names_are_the_kinds_with_cluster_tasks():

@@ -6,7 +6,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from estimator_dist import train
+from estimator_dist.commands import train
 
 
 @pytest.fixture

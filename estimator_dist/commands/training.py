@@ -14,12 +14,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from estimator_dist import checkpoints, events, export, hooks, run_record, strategy_table
+from estimator_dist import export, models, run_record, strategy_table
 from estimator_dist import plan as plan_lib
-from estimator_dist.config import RunSettings
+from estimator_dist.commands import checkpoints, events, hooks
+from estimator_dist.commands.config import RunSettings
 from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
 from estimator_dist.estimator import make_estimator
-from estimator_dist.models import MODELS
 from input_fns import check_files, from_arrays, from_files
 from input_fns.checks import DEFAULT_LIMIT
 
@@ -329,15 +329,17 @@ class _Run:
     resume: checkpoints.Resume
 
 
-def _prepare(settings):
+def _prepare(settings, record):
     """Resolves and checks ``settings``; reads the model dir but writes nothing."""
-    model = MODELS[settings.model]
+    model = models.MODELS[settings.model]
     resolved = settings.replace(
         model_dir=settings.model_dir or default_model_dir(settings.model),
         params={**model.params, **settings.params},
         batch_size=settings.batch_size or model.batch_size,
         max_steps=settings.max_steps or model.max_steps)
-    run_record.check_resume(resolved.model_dir, resolved.to_dict())
+    if record is None:
+        record = run_record.load(resolved.model_dir)
+    run_record.check_resume(resolved.model_dir, resolved.to_dict(), record)
     _check_no_stray_cluster(resolved)
     task = plan_lib.task_of(resolved.strategy)
     resume = _resume_point(resolved, task)  # Reads files only: no TF op runs.
@@ -389,14 +391,16 @@ def _runtime_fault(error, settings):
                       f"saved so far are kept. Received: {line[at:].rstrip(']')[:300]}")
 
 
-def run(settings, *, stream=None):
+def run(settings, *, stream=None, record=None):
     """Trains, evaluates and exports one model; returns a ``Result``.
 
-    Progress goes to ``stream`` (default: stdout), on the chief only.
+    Progress goes to ``stream`` (default: stdout), on the chief only. ``record`` is the
+    run recorded in ``settings.model_dir`` (``run_record.load``) when the caller read it
+    already; None: read here.
     """
     start = time.monotonic()
     stream = stream or sys.stdout
-    plan = _prepare(settings)
+    plan = _prepare(settings, record)
     model, settings, strategy = plan.model, plan.settings, plan.strategy
     _prepare_model_dir(settings.model_dir)
     chief = strategy.is_chief

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from estimator_dist import isolation, launch
+from estimator_dist.commands import isolation, launch
 from tests.conftest import REPO_ROOT
 
 

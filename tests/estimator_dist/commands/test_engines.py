@@ -3,8 +3,8 @@ import io
 
 import pytest
 
-from estimator_dist import engines, train, training
-from estimator_dist.config import RunSettings
+from estimator_dist.commands import engines, train, training
+from estimator_dist.commands.config import RunSettings
 from estimator_dist.errors import UsageError
 
 # The band docs/migration.md states: every engine above the floor, all within the gap.

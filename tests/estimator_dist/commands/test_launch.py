@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from estimator_dist import launch
+from estimator_dist.commands import launch
 
 pytestmark = pytest.mark.multi_process
 

@@ -5,18 +5,10 @@ default. Every field can live in a JSON or YAML config file; unknown keys are re
 name with the nearest valid key.
 """
 import dataclasses
-import difflib
-import json
 import math
-import pathlib
 
-import yaml
-
-from estimator_dist import strategy_table
-from estimator_dist.errors import UsageError, check_positive_int
-
-MODELS = ("dense", "lstm")
-STRATEGIES = strategy_table.NAMES
+from estimator_dist import models, strategy_table
+from estimator_dist.errors import UsageError, check_positive_int, nearest_hint
 
 _POSITIVE_INTS = ("num_replicas", "max_steps", "batch_size", "save_checkpoints_steps",
                   "eval_steps", "collective_timeout", "rendezvous_timeout", "steps_per_run")
@@ -60,8 +52,8 @@ class RunSettings:
     verbose: bool = False
 
     def __post_init__(self):
-        _check_choice("model", self.model, MODELS)
-        _check_choice("strategy", self.strategy, STRATEGIES)
+        models.model_of(self.model)
+        _check_choice("strategy", self.strategy, strategy_table.NAMES)
         for name in _POSITIVE_INTS:
             check_positive_int(name, getattr(self, name), allow_none=True)
         for name in _OPTIONAL_STRS:
@@ -114,12 +106,6 @@ def check_keys(values, source):
             raise UsageError(f"{source} keys must be settings of estimator_dist.train"
                              f"{nearest_hint(str(key).replace('-', '_'), names)}. "
                              f"Received: unknown key {key!r}")
-
-
-def nearest_hint(word, candidates):
-    """`` (did you mean 'X'?)`` for the closest candidate, or an empty string."""
-    near = difflib.get_close_matches(word, candidates, n=1)
-    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def merge(*layers):
@@ -182,56 +168,3 @@ def _check_paths(name, value):
 def _check_choice(name, value, choices):
     if value not in choices:
         raise UsageError(f"{name} must be one of {', '.join(choices)}. Received: {name}={value!r}")
-
-
-class _PlainLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
-    """Safe loading without aliases (an alias bomb expands a few bytes into gigabytes)
-    and without duplicate keys (YAML keeps the last one silently)."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, f"aliases (*{event.anchor}) are not allowed in settings",
-                event.start_mark)
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if key in seen:
-                raise yaml.YAMLError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _json_object(pairs):
-    keys = [key for key, _ in pairs]
-    for key in keys:
-        if keys.count(key) > 1:
-            raise ValueError(f"duplicate key {key!r}")
-    return dict(pairs)
-
-
-def load_file(path):
-    """Reads a JSON or YAML settings file into a dict: safe loading, no YAML aliases, no
-    duplicate keys."""
-    path = pathlib.Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"config file must be a readable file. Received: {str(path)!r} "
-                         f"({error.strerror})") from None
-    except UnicodeDecodeError as error:
-        raise UsageError(f"config file must be UTF-8 text. Received: {str(path)!r} (byte "
-                         f"{error.object[error.start]:#04x} at offset {error.start})") from None
-    kind = "JSON" if path.suffix == ".json" else "YAML"
-    try:
-        values = (json.loads(text, object_pairs_hook=_json_object) if kind == "JSON"
-                  else yaml.load(text, Loader=_PlainLoader))  # noqa: S506 (a SafeLoader)
-    except (ValueError, yaml.YAMLError) as error:  # JSONDecodeError is a ValueError.
-        first = str(error).splitlines()[0]
-        raise UsageError(f"config file must be valid {kind}. "
-                         f"Received: {str(path)!r} ({first})") from None
-    return {} if values is None else values

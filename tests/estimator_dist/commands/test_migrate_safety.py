@@ -11,8 +11,8 @@ import os
 import pytest
 import tensorflow as tf
 
-from estimator_dist import migrate, training
-from estimator_dist.config import RunSettings
+from estimator_dist.commands import migrate, training
+from estimator_dist.commands.config import RunSettings
 from tests.estimator_dist.train_support import keep_tf_logging, snapshot  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from estimator_dist import events, run_record, train, training
+from estimator_dist import run_record
+from estimator_dist.commands import events, train, training
 from estimator_dist.models import MODELS
 from tests.estimator_dist.train_support import keep_tf_logging, run_main  # noqa: F401
 
@@ -26,6 +27,28 @@ def test_help_groups_flags_and_shows_defaults():
                     f"dense {dense.batch_size}, lstm {lstm.batch_size}",
                     f"dense {dense.max_steps}, lstm {lstm.max_steps}"):
         assert default in text
+
+
+class _Prepared(Exception):
+    """Raised once a run's checks passed, before it writes anything."""
+
+
+def test_resume_reads_the_recorded_run_once(tmp_path, monkeypatch, capsys):
+    model_dir = str(tmp_path / "run")
+    params = {**MODELS["dense"].params, "hidden_units": [8]}
+    tmp_path.joinpath("run").mkdir()
+    run_record.write(model_dir, run_record.make_record(
+        {"model": "dense", "params": params, "max_steps": 5}, {"train": "built-in"}))
+    reads, load = [], run_record.load
+    monkeypatch.setattr(run_record, "load", lambda path: reads.append(path) or load(path))
+
+    def prepared(model_dir):
+        raise _Prepared(model_dir)
+
+    monkeypatch.setattr(training, "_prepare_model_dir", prepared)
+    with pytest.raises(_Prepared):
+        run_main(["--model-dir", model_dir], capsys)
+    assert reads == [model_dir]
 
 
 def test_param_flag_reads_json_values_and_strings():

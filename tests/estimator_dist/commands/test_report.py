@@ -4,8 +4,8 @@ import io
 import pytest
 from matplotlib import image
 
-from estimator_dist import events, report, training
-from estimator_dist.config import RunSettings
+from estimator_dist.commands import events, report, training
+from estimator_dist.commands.config import RunSettings
 
 
 @pytest.fixture(scope="module")

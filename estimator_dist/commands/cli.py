@@ -14,8 +14,7 @@ import os
 import signal
 import sys
 
-from estimator_dist.config import nearest_hint
-from estimator_dist.errors import EnvironmentFault, UsageError
+from estimator_dist.errors import EnvironmentFault, UsageError, nearest_hint
 
 
 class OneLineParser(argparse.ArgumentParser):

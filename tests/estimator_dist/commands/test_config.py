@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from estimator_dist import config
+from estimator_dist import config_files
+from estimator_dist.commands import config
 from estimator_dist.errors import UsageError
 
 
@@ -59,43 +60,44 @@ def test_merge_later_layers_win_and_params_merge_by_key():
 def test_load_file_reads_yaml_and_json(tmp_path):
     (tmp_path / "a.yaml").write_text("model: lstm\nparams:\n  num_units: 8\n")
     (tmp_path / "b.json").write_text(json.dumps({"max_steps": 7}))
-    assert config.load_file(tmp_path / "a.yaml") == {"model": "lstm", "params": {"num_units": 8}}
-    assert config.load_file(tmp_path / "b.json") == {"max_steps": 7}
+    assert config_files.load_file(tmp_path / "a.yaml") == {"model": "lstm",
+                                                           "params": {"num_units": 8}}
+    assert config_files.load_file(tmp_path / "b.json") == {"max_steps": 7}
 
 
 def test_load_file_empty_yaml_is_no_settings(tmp_path):
     (tmp_path / "empty.yaml").write_text("# nothing yet\n")
-    assert config.load_file(tmp_path / "empty.yaml") == {}
+    assert config_files.load_file(tmp_path / "empty.yaml") == {}
 
 
 def test_load_file_missing_refused(tmp_path):
     with pytest.raises(UsageError, match=r"config file must be a readable file\. Received: .*"
                                          r"nope\.yaml' \(No such file or directory\)"):
-        config.load_file(tmp_path / "nope.yaml")
+        config_files.load_file(tmp_path / "nope.yaml")
 
 
 def test_load_file_python_tag_refused_by_safe_loading(tmp_path):
     (tmp_path / "evil.yaml").write_text("!!python/object/apply:os.system ['true']\n")
     with pytest.raises(UsageError, match="config file must be valid YAML"):
-        config.load_file(tmp_path / "evil.yaml")
+        config_files.load_file(tmp_path / "evil.yaml")
 
 
 def test_load_file_invalid_json_refused(tmp_path):
     (tmp_path / "bad.json").write_text("{max_steps: 3")
     with pytest.raises(UsageError, match="config file must be valid JSON"):
-        config.load_file(tmp_path / "bad.json")
+        config_files.load_file(tmp_path / "bad.json")
 
 
 def test_load_file_yaml_alias_refused(tmp_path):
     (tmp_path / "a.yaml").write_text("a: &x [1, 2]\nb: *x\n")
     with pytest.raises(UsageError, match=r"aliases \(\*x\) are not allowed"):
-        config.load_file(tmp_path / "a.yaml")
+        config_files.load_file(tmp_path / "a.yaml")
 
 
 def test_load_file_yaml_duplicate_nested_key_refused(tmp_path):
     (tmp_path / "d.yaml").write_text("params:\n  num_units: 8\n  num_units: 9\n")
     with pytest.raises(UsageError, match=r"duplicate key 'num_units' at line 3"):
-        config.load_file(tmp_path / "d.yaml")
+        config_files.load_file(tmp_path / "d.yaml")
 
 
 @pytest.mark.parametrize("values,message", [

@@ -3,7 +3,7 @@ import argparse
 
 import pytest
 
-from estimator_dist import cli, launch, migrate, report, train
+from estimator_dist.commands import cli, launch, migrate, report, train
 from estimator_dist.errors import EnvironmentFault, UsageError
 
 _PARSERS = {"train": train.train_parser, "launch": launch.launch_parser,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist import events, hooks
+from estimator_dist.commands import events, hooks
 
 v1 = tf.compat.v1
 

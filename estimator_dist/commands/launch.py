@@ -1,0 +1,254 @@
+"""``python -m estimator_dist.launch``: run a local cluster of tasks with TF_CONFIG.
+
+Starts one process per task on 127.0.0.1, each with its own ``TF_CONFIG``, prefixes
+their output with the task name, forwards SIGINT/SIGTERM, and exits non-zero as soon as
+any task fails (stopping the rest). Parameter servers run until the others finish.
+On Linux every task runs in one private network namespace, so no other address of the
+host reaches their (unauthenticated) gRPC servers; elsewhere, or without permission for
+a namespace, it refuses unless ``--allow-network-exposure`` is given (docs/security.md).
+
+    python -m estimator_dist.launch --workers 2 --evaluator -- \
+        python -m estimator_dist.train --strategy multi_worker
+
+With ``--nodes N --node-rank I --hosts H1,...,HN`` it runs one node's share of a
+multi-host cluster instead (one launcher per node, no cluster manager needed); every
+node derives the same cluster from the same flags (see ``cluster.multi_host_cluster``).
+Its tasks must be reachable from the other nodes, so that mode runs in the host's
+network namespace: keep the nodes on a private network (docs/security.md).
+"""
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from estimator_dist import cluster
+from estimator_dist.commands import cli, isolation
+from estimator_dist.errors import UsageError
+
+_POLL_SECONDS = 0.2
+_STOP_GRACE_SECONDS = 10
+_BASE_PORT = 2222
+# After a forwarded SIGTERM/SIGINT tasks save a checkpoint before they exit: give them time,
+# and no second signal (which would stop them at once).
+_SIGNALLED_GRACE_SECONDS = 30
+
+
+def free_ports(count):
+    """``count`` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def launch_parser(subparsers=None):
+    """The parser of the launch command (standalone, or added to ``subparsers``)."""
+    parser = cli.command_parser(
+        "launch", "Run COMMAND once per task of a local cluster, each with its TF_CONFIG.",
+        subparsers)
+    parser.add_argument("--workers", type=cli.non_negative_int, required=True,
+                        help="training workers (worker 0 is the chief); per node with --nodes")
+    parser.add_argument("--evaluator", action="store_true", help="add an evaluator task")
+    parser.add_argument("--ps", type=cli.non_negative_int, default=0,
+                        help="parameter servers (adds a chief; default: 0); per node with --nodes")
+    parser.add_argument("--timeout", type=cli.non_negative_int, default=0,
+                        help="stop every task and fail after this many seconds (0: no limit)")
+    parser.add_argument(isolation.EXPOSURE_FLAG, action="store_true",
+                        help="run the tasks in the host's network namespace, where every "
+                             "interface reaches their unauthenticated gRPC servers "
+                             "(default: a private namespace, loopback only; see "
+                             "docs/security.md)")
+    _add_multi_host_flags(parser)
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="-- then the command every task runs")
+    return parser
+
+
+def _validate_launch_args(args):
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UsageError("COMMAND must follow --. Received: no command")
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1. Received: --workers {args.workers}")
+    return command
+
+
+def _isolate(args):
+    """Closes the cluster to the network unless the user allowed exposure."""
+    if not args.allow_network_exposure:
+        isolation.isolate_network()
+
+
+def _pipe_lines(stream, prefix, out):
+    for line in iter(stream.readline, b""):
+        out.write(f"[{prefix}] {line.decode(errors='replace')}")
+        out.flush()
+    stream.close()
+
+
+class _Task:
+    """One task process and the thread that prefixes its output."""
+
+    def __init__(self, task_type, index, command, tf_config):
+        self.name = f"{task_type} {index}"
+        self.task_type = task_type
+        env = dict(os.environ, TF_CONFIG=tf_config)
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.reader = threading.Thread(target=_pipe_lines, daemon=True,
+                                       args=(self.process.stdout, self.name, sys.stdout))
+        self.reader.start()
+
+    def signal(self, signum):
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signum)
+            except ProcessLookupError:
+                pass
+
+
+def _start(command, num_workers, num_ps, evaluator):
+    spec, tasks = cluster.local_cluster(free_ports(num_workers + num_ps), num_workers,
+                                        num_ps=num_ps, evaluator=evaluator)
+    return _start_tasks(command, spec, tasks)
+
+
+def _start_tasks(command, spec, tasks):
+    """Starts one ``_Task`` per (task_type, index) of cluster ``spec``."""
+    started = []
+    for task_type, index in tasks:
+        tf_config = cluster.TFConfig(spec, task_type, index).to_json()
+        try:
+            started.append(_Task(task_type, index, command, tf_config))
+        except OSError as error:
+            _stop(started)
+            raise UsageError(f"COMMAND must be a program that can run. Received: "
+                             f"{command[0]!r} ({error.strerror})") from None
+    return started
+
+
+def _add_multi_host_flags(parser):
+    group = parser.add_argument_group(
+        "multi-host (one launcher per node, as torchrun --nnodes --node-rank)")
+    group.add_argument("--nodes", type=cli.positive_int, metavar="N",
+                       help="nodes of the cluster; run one launcher on each (default: this "
+                            "machine alone, tasks on 127.0.0.1)")
+    group.add_argument("--node-rank", type=cli.non_negative_int, metavar="I",
+                       help="this node's rank in [0, N); node 0 runs the chief and evaluator")
+    group.add_argument("--hosts", metavar="H1,H2,...",
+                       help="every node's host name or address, in rank order")
+    group.add_argument("--base-port", type=cli.positive_int, default=_BASE_PORT, metavar="P",
+                       help="node I's tasks listen on P + I * (workers + ps) onwards "
+                            f"(default: {_BASE_PORT})")
+
+
+def _validate_multi_host(args):
+    multi_host = (args.nodes, args.node_rank, args.hosts)
+    if all(value is None for value in multi_host):
+        return
+    if any(value is None for value in multi_host):
+        raise UsageError("--nodes, --node-rank and --hosts go together. Received: "
+                     f"--nodes {args.nodes} --node-rank {args.node_rank} --hosts {args.hosts}")
+    hosts = [h.strip() for h in args.hosts.split(",")]
+    if len(hosts) != args.nodes or not all(hosts):
+        raise UsageError(f"--hosts must name {args.nodes} hosts (one per node), comma-separated. "
+                     f"Received: --hosts {args.hosts}")
+    if args.node_rank >= args.nodes:
+        raise UsageError(f"--node-rank must be in [0, {args.nodes}). "
+                     f"Received: --node-rank {args.node_rank}")
+    last = args.base_port + args.nodes * (args.workers + args.ps) - 1
+    if last > 65535:
+        raise UsageError(f"--base-port leaves no room for every task's port (the last would be "
+                     f"{last}). Received: --base-port {args.base_port}")
+    args.hosts = hosts
+
+
+def _start_node(command, args):
+    """Starts this node's tasks of a multi-host cluster."""
+    spec, tasks, nodes = cluster.multi_host_cluster(args.hosts, args.base_port, args.workers,
+                                                    args.ps, args.evaluator)
+    mine = [task for task, node in zip(tasks, nodes) if node == args.node_rank]
+    return _start_tasks(command, spec, mine)
+
+
+def _stop(tasks, signum=signal.SIGTERM, grace=_STOP_GRACE_SECONDS):
+    """Signals the tasks (unless ``signum`` is None), then kills those alive after ``grace``."""
+    for task in tasks:
+        if signum is not None:
+            task.signal(signum)
+    deadline = time.monotonic() + grace
+    for task in tasks:
+        try:
+            task.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            task.signal(signal.SIGKILL)
+            task.process.wait()
+
+
+def _supervise(tasks, timeout):
+    """Waits for the non-ps tasks; returns the exit code of the whole cluster."""
+    deadline = time.monotonic() + timeout if timeout else None
+    finishing = [t for t in tasks if t.task_type != "ps"]
+    while True:
+        codes = {t.name: t.process.poll() for t in finishing}
+        failed = {name: code for name, code in codes.items() if code not in (None, 0)}
+        if failed:
+            name, code = next(iter(failed.items()))
+            print(f"launch: {name} failed with exit code {code}; stopping the other tasks",
+                  file=sys.stderr)
+            return code if code > 0 else 1
+        if all(code == 0 for code in codes.values()):
+            return 0
+        if deadline and time.monotonic() > deadline:
+            print(f"launch: tasks still running after --timeout {timeout} s; stopping them",
+                  file=sys.stderr)
+            return 124
+        time.sleep(_POLL_SECONDS)
+
+
+def launch_command(args):
+    """Runs the cluster ``args`` describe; returns the process exit code."""
+    command = _validate_launch_args(args)
+    _validate_multi_host(args)
+    if args.nodes:
+        tasks = _start_node(command, args)
+    else:
+        _isolate(args)
+        tasks = _start(command, args.workers, args.ps, args.evaluator)
+    received = []
+
+    def forward(signum, frame):
+        del frame  # Unused.
+        received.append(signum)
+        for task in tasks:
+            task.signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = _supervise(tasks, args.timeout)
+    finally:
+        if received:
+            _stop(tasks, signum=None, grace=_SIGNALLED_GRACE_SECONDS)
+        else:
+            _stop(tasks)
+        for task in tasks:
+            task.reader.join(timeout=5)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received and code == 0:
+        return 128 + received[0]
+    return code
+
+
+def main(argv=None):
+    return cli.run(launch_parser(), launch_command, argv)

@@ -1,0 +1,134 @@
+"""``python -m estimator_dist.migrate``: a train run's checkpoint as a Keras model, saved.
+
+    python -m estimator_dist.migrate --model-dir D --output OUT
+
+Converts the latest checkpoint in ``D`` with ``estimator_dist.keras_conversion.to_keras``
+(its docstring names the inputs and outputs) and saves the model to ``OUT`` (a SavedModel
+directory, or one file when ``OUT`` ends in ``.keras``). ``tf.keras.models.load_model(OUT)``
+gives the same ``logits`` as the Estimator.
+
+``D`` is only read, and ``OUT`` appears whole or not at all (``keras_conversion.save``).
+Symlinks resolved, ``OUT`` must neither be, hold nor lie inside ``D``, and an existing
+``OUT`` is replaced (``--overwrite``) only when migrate wrote it.
+
+A checkpoint of another model_fn converts through a mapping file instead of ``D``
+(``--checkpoint``, ``--mapping``, ``--keras-model``): see ``checkpoint_mapping``.
+"""
+import os
+
+from estimator_dist import checkpoint_mapping
+from estimator_dist.commands import cli, logs
+from estimator_dist.errors import UsageError, check_existing_dir
+from estimator_dist.keras_conversion import check_output, latest_checkpoint, save, to_keras
+
+
+def migrate_parser(subparsers=None):
+    """The parser of the migrate command (standalone, or added to ``subparsers``)."""
+    parser = cli.command_parser(
+        "migrate", "Convert the latest checkpoint of a train run to a Keras model with the "
+        "same logits, and save it.", subparsers)
+    parser.add_argument("--model-dir",
+                        help="the model dir of a train run (checkpoint and run.json); "
+                             "only read")
+    parser.add_argument("--output", required=True, metavar="OUT",
+                        help="where the Keras model goes: a SavedModel directory, or a "
+                             "file ending in .keras")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace OUT if it is an earlier migrate output (default: "
+                             "refuse); anything else is never replaced")
+    _add_mapping_arguments(parser)
+    return parser
+
+
+def checked_output(output, source, overwrite, *, source_name="model_dir"):
+    """Returns the real path of ``output`` once it proved safe to write.
+
+    Refuses an ``output`` that is, holds or lies inside ``source`` (what migrate reads;
+    symlinks resolved), and an existing one that migrate did not write.
+    """
+    output, source = os.path.realpath(output), os.path.realpath(source)
+    if os.path.commonpath([output, source]) in (output, source):
+        raise UsageError(f"output must be outside {source_name} and must not contain it "
+                         f"(migrate only reads {source_name}). Received: output={output!r} "
+                         f"for {source_name}={source!r}")
+    return check_output(output, overwrite)
+
+
+def _add_mapping_arguments(parser):
+    """The mapping mode's flags, in their own group of the migrate parser."""
+    group = parser.add_argument_group(
+        "mapping mode", "convert the checkpoint of your own model_fn (instead of --model-dir)")
+    group.add_argument("--checkpoint", metavar="DIR_OR_PREFIX",
+                       help="a checkpoint prefix, or a directory (its latest checkpoint)")
+    group.add_argument("--mapping", metavar="FILE",
+                       help="JSON/YAML: Keras layer/weight -> checkpoint variable")
+    group.add_argument("--keras-model", metavar="MODULE:FUNCTION",
+                       help="a function returning the Keras model to fill")
+
+
+def _mapping_mode(args):
+    """Whether ``args`` ask for the mapping mode (checked: all of its flags, no model dir)."""
+    flags = {"checkpoint": args.checkpoint, "mapping": args.mapping,
+             "keras_model": args.keras_model}
+    if not any(flags.values()):
+        if args.model_dir is None:
+            raise UsageError("model_dir must be given (or --checkpoint, --mapping and "
+                             "--keras-model for your own model_fn). Received: neither")
+        return False
+    if args.model_dir is not None:
+        raise UsageError("model_dir must not be given with --checkpoint (the mapping mode). "
+                         f"Received: model_dir={args.model_dir!r}")
+    missing = [f"--{name.replace('_', '-')}" for name, value in flags.items() if not value]
+    if missing:
+        raise UsageError(f"the mapping mode needs --checkpoint, --mapping and --keras-model. "
+                         f"Received: no {', '.join(missing)}")
+    return True
+
+
+def _mapping_command(args):
+    """Converts and saves as the mapping mode's ``args`` say; returns the exit code."""
+    mapping = checkpoint_mapping.load_mapping(args.mapping)
+    logs.quiet_tensorflow(verbose=False)
+    logs.tensorflow_python_logging(verbose=False)
+    path = checkpoint_mapping.checkpoint_path(args.checkpoint)
+    output = checked_output(args.output, os.path.dirname(os.path.abspath(path)),
+                                    args.overwrite, source_name="the checkpoint's directory")
+    model = checkpoint_mapping.build_keras_model(args.keras_model)
+    report = checkpoint_mapping.convert_or_raise(model, mapping, path)
+    save(model, output, overwrite=args.overwrite)
+    print(f"checkpoint  {path}")
+    print("\n".join(report.lines()))
+    print(f"saved       {output}")
+    return 0
+
+
+def _validate_migrate_args(args):
+    """Checks the flags before TensorFlow is imported; returns the real output path."""
+    check_existing_dir("model_dir", args.model_dir)
+    return checked_output(args.output, args.model_dir, args.overwrite)
+
+
+def _describe(keras_model):
+    inputs, outputs = keras_model.input, keras_model.output
+    return (f"{keras_model.name}: inputs {', '.join(inputs)}; "
+            f"outputs {', '.join(outputs)}")
+
+
+def migrate_command(args):
+    """Converts and saves as ``args`` say; returns the process exit code."""
+    if _mapping_mode(args):
+        return _mapping_command(args)
+    output = _validate_migrate_args(args)
+    logs.quiet_tensorflow(verbose=False)
+    logs.tensorflow_python_logging(verbose=False)
+    checkpoint = latest_checkpoint(args.model_dir)
+    keras_model = to_keras(args.model_dir)
+    save(keras_model, output, overwrite=args.overwrite)
+    print(f"checkpoint  {checkpoint}")
+    print(f"keras model {_describe(keras_model)}")
+    print(f"saved       {output}")
+    return 0
+
+
+def main(argv=None):
+    return cli.run(migrate_parser(), migrate_command, argv)

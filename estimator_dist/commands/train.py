@@ -1,0 +1,220 @@
+"""``python -m estimator_dist.train``: train, evaluate and export a model.
+
+With no flags it trains the dense classifier on built-in data, evaluates it, exports a
+SavedModel under the model dir and prints the final metrics. Settings come from flags,
+then ``--config FILE``, then the run recorded in an existing ``--model-dir``, then
+defaults.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+
+from estimator_dist import cluster, config_files, models, run_record, strategy_table
+from estimator_dist.commands import cli, engines, logs
+from estimator_dist.commands import config as config_lib
+from estimator_dist.errors import UsageError
+
+_PROG = "python -m estimator_dist.train"
+_NOT_SETTINGS = ("config", "print_config", "param", "engine")
+
+
+def _param(text):
+    """``KEY=VALUE`` -> (KEY, VALUE); VALUE is read as JSON when it parses, else a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"must be KEY=VALUE. Received: {text!r}")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def _each_model(field):
+    """``field`` of every built-in model, for a flag's help: "dense 128, lstm 64"."""
+    return ", ".join(f"{model.name} {getattr(model, field)}" for model in models.MODELS.values())
+
+
+def _add_model_flags(parser, defaults):
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", choices=models.NAMES,
+                       help=f"which built-in model to train (default: {defaults.model})")
+    group.add_argument("--param", type=_param, action="append", metavar="KEY=VALUE",
+                       default=None,
+                       help="set a model param, e.g. learning_rate=0.001 or "
+                            "hidden_units=[32,32]; repeatable (default: the model's own)")
+
+
+def _add_data_flags(parser):
+    group = parser.add_argument_group("data")
+    group.add_argument("--train-data", nargs="+", metavar="FILE",
+                       help="CSV or TFRecord files or globs to train on: a 'label' column "
+                            "or feature and numeric x (see docs/input.md) (default: the "
+                            "built-in data)")
+    group.add_argument("--eval-data", nargs="+", metavar="FILE",
+                       help="CSV or TFRecord files to evaluate on (default: the "
+                            "--train-data files)")
+    group.add_argument("--batch-size", type=cli.positive_int, metavar="N",
+                       help="global batch size, split evenly across replicas "
+                            f"(default: the model's own: {_each_model('batch_size')})")
+
+
+def _add_distribution_flags(parser, defaults):
+    group = parser.add_argument_group("distribution")
+    group.add_argument("--strategy", choices=strategy_table.NAMES,
+                       help=f"distribution strategy (default: {defaults.strategy})")
+    group.add_argument("--num-replicas", type=cli.positive_int, metavar="N",
+                       help="replicas for mirrored (default: every GPU, else 2 CPU devices)")
+    group.add_argument("--tpu-name", metavar="NAME",
+                       help="TPU name or address for --strategy tpu (default: $TPU_NAME)")
+    group.add_argument("--tpu-validate", action="store_true",
+                       help="with --strategy tpu: run the TPUEstimator path on CPU")
+    group.add_argument("--collective-timeout", type=cli.positive_int, metavar="SECONDS",
+                       help="seconds a multi_worker collective waits for a peer (default: 300)")
+    group.add_argument("--rendezvous-timeout", type=cli.positive_int, metavar="SECONDS",
+                       help="seconds a multi_worker or parameter_server task waits for its "
+                            "peers, then fails naming the tasks not reached (default: 300)")
+    group.add_argument("--steps-per-run", type=cli.positive_int, metavar="N",
+                       help="training steps per Session.run (default: 20 under default, "
+                            "mirrored and multi_worker, else 1; tpu: iterations per loop)")
+
+
+def _add_run_flags(parser, defaults):
+    group = parser.add_argument_group("run")
+    group.add_argument("--max-steps", type=cli.positive_int, metavar="N",
+                       help="global step to train to (default: the model's own: "
+                            f"{_each_model('max_steps')}; on resume: the recorded run's)")
+    group.add_argument("--model-dir", metavar="DIR",
+                       help="checkpoints, events, run.json and export; an existing one is "
+                            "resumed (default: a new ./runs/MODEL-TIME)")
+    group.add_argument("--save-checkpoints-steps", type=cli.positive_int, metavar="N",
+                       help="steps between checkpoints, each one evaluated (default: a "
+                            "checkpoint every 10 minutes, one evaluation at the end)")
+    group.add_argument("--seed", type=cli.non_negative_int, metavar="N",
+                       help=f"random seed for data order and initializers "
+                            f"(default: {defaults.seed})")
+    group.add_argument("--eval-steps", type=cli.positive_int, metavar="N",
+                       help="eval batches (default: the whole eval set)")
+    group.add_argument("--config", metavar="FILE", default=None,
+                       help="JSON or YAML file of settings (keys as the flags, with _); "
+                            "flags override it (default: none)")
+    group.add_argument("--print-config", action="store_true", default=False,
+                       help="print the merged settings as JSON and exit")
+    group.add_argument("--verbose", action="store_true",
+                       help="show TensorFlow's logs and full tracebacks (default: quiet)")
+
+
+def _add_export_flags(parser):
+    group = parser.add_argument_group("export")
+    group.add_argument("--export-dir", metavar="DIR",
+                       help="where the SavedModel goes (default: MODEL_DIR/export)")
+    group.add_argument("--no-export", dest="export", action="store_false", help="skip the SavedModel export")
+
+
+def train_parser(subparsers=None):
+    """The parser of the train command (standalone, or added to ``subparsers``)."""
+    parser = cli.command_parser(
+        "train", "Train, evaluate and export a model under a distribution strategy.",
+        subparsers)
+    # A settings flag that is not given stays out of args, so the config file's value and
+    # the recorded run's show through (flags -> config file -> run.json -> defaults).
+    parser.argument_default = argparse.SUPPRESS
+    defaults = config_lib.RunSettings()
+    _add_model_flags(parser, defaults)
+    _add_data_flags(parser)
+    _add_distribution_flags(parser, defaults)
+    _add_run_flags(parser, defaults)
+    _add_export_flags(parser)
+    engines.add_engine_flag(parser)
+    return parser
+
+
+def _flag_values(args):
+    values = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
+    if args.param:
+        values["params"] = dict(args.param)
+    return values
+
+
+def _settings_and_record(args):
+    """The settings (flags over the config file over the recorded run over the defaults)
+    and the model dir's record (``run_record.load``; None without one)."""
+    file_values = config_files.load_file(args.config) if args.config else {}
+    source = f"config file {args.config!r}" if args.config else "config"
+    config_lib.check_keys(file_values, source)
+    flags = _flag_values(args)
+    model_dir = flags.get("model_dir", file_values.get("model_dir"))
+    record = run_record.load(model_dir) if isinstance(model_dir, str) and model_dir else None
+    merged = config_lib.merge(run_record.carried_settings(record), file_values, flags)
+    return config_lib.RunSettings.from_dict(merged, source=source), record
+
+
+def settings_from_args(args):
+    """Merges flags over the config file over the recorded run over the defaults."""
+    return _settings_and_record(args)[0]
+
+
+def _print_summary(result):
+    metrics = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                        for k, v in sorted(result.metrics.items()) if k != "global_step")
+    step = result.metrics.get("global_step")
+    if metrics:
+        print(f"metrics    {metrics}" + (f"  (step {step})" if step is not None else ""))
+    done = result.throughput
+    if done and done.steps:
+        print(f"training   {done.steps} steps in {done.seconds:.1f} s: "
+              f"{done.examples_per_second:,.0f} examples/s, "
+              f"{done.steps / done.seconds:.1f} steps/s")
+    elif result.task_type != "evaluator":
+        print(f"training   none: the model dir is already at max_steps {result.max_steps} "
+              "(raise --max-steps to train further)")
+    if result.export_path:
+        print(f"export     {result.export_path}")
+    print(f"model dir  {result.model_dir}")
+    print(f"wall time  {result.seconds:.1f} s")
+
+
+def train_command(args):
+    """Runs the job the parsed ``args`` describe; returns the process exit code."""
+    settings, record = _settings_and_record(args)
+    if args.print_config:
+        print(json.dumps(settings.to_dict(), indent=2, sort_keys=True))
+        return 0
+    logs.quiet_tensorflow(settings.verbose)
+    from estimator_dist import preemption  # pylint: disable=import-outside-toplevel
+    from estimator_dist.commands import training  # pylint: disable=import-outside-toplevel
+
+    logs.tensorflow_python_logging(settings.verbose)
+    if args.engine != "estimator":
+        engines.print_result(engines.run(settings, args.engine), settings)
+        return 0
+    try:
+        _print_summary(training.run(settings, record=record))
+    except preemption.Preempted as stop:
+        print(f"{_PROG}: {stop} (run again with the same --model-dir to resume)",
+              file=sys.stderr)
+        return 128 + stop.signum
+    return 0
+
+
+def _sigterm_handler():
+    """The SIGTERM handler while training: ``cli.raise_terminated`` (SIGTERM outside the
+    training steps, which ``preemption.PreemptionHook`` handles), except on a parameter
+    server, which blocks in TensorFlow's C++ server where no Python handler runs (there
+    the default ends it at once, losing nothing: ps tasks save no checkpoints)."""
+    try:
+        is_ps = "TF_CONFIG" in os.environ and cluster.tf_config_from_env().task_type == "ps"
+    except UsageError:
+        is_ps = False  # The run itself reports the bad TF_CONFIG.
+    return signal.SIG_DFL if is_ps else cli.raise_terminated
+
+
+def main(argv=None):
+    previous = signal.signal(signal.SIGTERM, _sigterm_handler())
+    try:
+        return cli.run(train_parser(), train_command, argv, interrupted_note=(
+            "the checkpoints saved so far are kept (run again with the same --model-dir to "
+            "resume)"))
+    finally:
+        signal.signal(signal.SIGTERM, previous)

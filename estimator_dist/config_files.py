@@ -1,0 +1,61 @@
+"""JSON and YAML files of settings (a run's ``--config``, a checkpoint mapping), read
+safely: no YAML aliases, no duplicate keys, one-line errors naming the file."""
+import json
+import pathlib
+
+import yaml
+
+from estimator_dist.errors import UsageError
+
+
+class _PlainLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+    """Safe loading without aliases (an alias bomb expands a few bytes into gigabytes)
+    and without duplicate keys (YAML keeps the last one silently)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases (*{event.anchor}) are not allowed in settings",
+                event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.YAMLError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _json_object(pairs):
+    keys = [key for key, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise ValueError(f"duplicate key {key!r}")
+    return dict(pairs)
+
+
+def load_file(path):
+    """Reads a JSON or YAML settings file into a dict: safe loading, no YAML aliases, no
+    duplicate keys."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"config file must be a readable file. Received: {str(path)!r} "
+                         f"({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise UsageError(f"config file must be UTF-8 text. Received: {str(path)!r} (byte "
+                         f"{error.object[error.start]:#04x} at offset {error.start})") from None
+    kind = "JSON" if path.suffix == ".json" else "YAML"
+    try:
+        values = (json.loads(text, object_pairs_hook=_json_object) if kind == "JSON"
+                  else yaml.load(text, Loader=_PlainLoader))  # noqa: S506 (a SafeLoader)
+    except (ValueError, yaml.YAMLError) as error:  # JSONDecodeError is a ValueError.
+        first = str(error).splitlines()[0]
+        raise UsageError(f"config file must be valid {kind}. "
+                         f"Received: {str(path)!r} ({first})") from None
+    return {} if values is None else values

@@ -1,7 +1,7 @@
 """LSTM kernels against BasicLSTMCell + ``dynamic_rnn`` (the reference), each in the same
 Estimator model_fn, in one process, alternating.
 
-    python benchmarks/lstm_candidates.py [--rounds 3] [--steps 60]
+    python benchmarks/lstm_candidates.py [--rounds 3] [--steps 60] [--forward]
 
 All keep the BasicLSTMCell variables (``rnn/basic_lstm_cell/{kernel,bias}``, gate
 blocks i, j, f, o, forget bias 1.0 added when run):
@@ -22,6 +22,7 @@ those of ``benchmarks/models.py lstm``.
 """
 import argparse
 import statistics
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -135,17 +136,45 @@ def _model_fn(run):
     return model_fn
 
 
+def _forward_system(run, steps):
+    """Examples/s of the forward pass alone (what inference runs), in a plain Session."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(np.random.RandomState(0).randn(
+            models.BATCH, models.LSTM["time"], models.LSTM["dim"]).astype(np.float32))
+        zeros = tf.zeros([models.BATCH, models.LSTM["num_units"]])
+        outputs, _, _ = run(x, zeros, zeros, models.LSTM["num_units"])
+        total = tf.reduce_sum(outputs)
+        session = v1.Session(graph=graph)
+        session.run(v1.global_variables_initializer())
+    session.run(total)
+
+    def measure():
+        start = time.perf_counter()
+        for _ in range(steps):
+            session.run(total)
+        return steps * models.BATCH / (time.perf_counter() - start)
+
+    return measure
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (smoke test)")
+    parser.add_argument("--forward", action="store_true",
+                        help="time the forward pass alone (inference), not training")
     args = parser.parse_args(argv)
     if args.tiny:
         models.LSTM.update(models.TINY["lstm"])
     _timing.print_header()
     for name, run in CANDIDATES.items():
         print(f"  {name}: max abs difference from dynamic_rnn {max_difference(run):.1e}")
+    if args.forward:
+        systems = {name: _forward_system(run, args.steps) for name, run in CANDIDATES.items()}
+        _timing.alternate(systems, args.rounds, baseline="dynamic_rnn")
+        return
     input_fn = _timing.blobs_input_fn([models.LSTM["time"], models.LSTM["dim"]],
                                       models.BATCH)
     systems = {name: models._estimator_system(_model_fn(run), {}, input_fn, args.steps)

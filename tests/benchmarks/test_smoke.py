@@ -49,3 +49,9 @@ def test_lstm_candidates_benchmark_checks_and_times_each(python_run):
     differences = re.findall(r"max abs difference from dynamic_rnn ([\d.e+-]+)", out)
     assert len(differences) == 3 and max(map(float, differences)) < 1e-5
     assert len(_ratios(out)) == 3
+
+
+def test_lstm_candidates_benchmark_times_the_forward_pass(python_run):
+    out = _run(python_run, "lstm_candidates.py", "--rounds", "1", "--steps", "3", "--tiny",
+               "--forward")
+    assert len(_ratios(out)) == 3

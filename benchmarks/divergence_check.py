@@ -86,7 +86,7 @@ def seconds_per_step(case, steps, input_fn):
     with tempfile.TemporaryDirectory() as model_dir:
         config = tf.estimator.RunConfig(
             model_dir=model_dir, train_distribute=_strategy(case),
-            session_config=run_config.session_config(2), save_checkpoints_steps=10**9,
+            session_config=run_config.cpu_session_config(2), save_checkpoints_steps=10**9,
             save_summary_steps=10**9, log_step_count_steps=None)
         estimator = tf.estimator.Estimator(dense_classifier_model_fn, config=config,
                                            params=_PARAMS)

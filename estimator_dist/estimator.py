@@ -5,6 +5,7 @@ import inspect
 import tensorflow as tf
 
 from estimator_dist import steps_per_run as steps_per_run_lib
+from estimator_dist.errors import UsageError
 from estimator_dist.input_checks import PerReplicaBatchParams
 from estimator_dist.run_config import TPURunConfig
 
@@ -41,7 +42,7 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, warm_start
         return tf.estimator.Estimator(model_fn, config=config, params=params,
                                       warm_start_from=warm_start_from)
     if batch_size is None:
-        raise ValueError("batch_size must be given for a TPUEstimator. Received: batch_size=None")
+        raise UsageError("batch_size must be given for a TPUEstimator. Received: batch_size=None")
     return tf.compat.v1.estimator.tpu.TPUEstimator(
         model_fn, config=config, params=params, use_tpu=config.use_tpu,
         train_batch_size=batch_size, eval_batch_size=batch_size,
@@ -51,7 +52,7 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, warm_start
 def _with_per_replica_batch(params, batch_size, strategy):
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
     if batch_size % replicas:
-        raise ValueError(f"batch_size must be a multiple of the {replicas} replicas. "
+        raise UsageError(f"batch_size must be a multiple of the {replicas} replicas. "
                          f"Received: batch_size={batch_size}")
     return PerReplicaBatchParams(params or {}, batch_size=batch_size // replicas)
 

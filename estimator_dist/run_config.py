@@ -44,7 +44,7 @@ class TPURunConfig(tf.compat.v1.estimator.tpu.RunConfig):
         return super().train_distribute
 
 
-def session_config(cpu_devices, base=None):
+def cpu_session_config(cpu_devices, base=None):
     """Returns a ``ConfigProto`` that keeps ``cpu_devices`` CPU devices in the session.
 
     Without ``device_count``, a session config drops the extra logical CPU devices and
@@ -76,26 +76,22 @@ def _resolve_tpu(tpu, zone=None, project=None):
             "validate on CPU with use_tpu=False (CLI: --tpu-validate).") from None
 
 
-def _tpu_cluster(tpu, use_tpu, kwargs):
-    """The ``cluster`` resolver, or None; pops the TPU RunConfig's own arguments from kwargs.
+def _tpu_cluster(tpu, use_tpu, *, cluster, master, tpu_zone, gcp_project):
+    """The ``cluster`` resolver, or None.
 
     Scripts written for ``tf.compat.v1.estimator.tpu.RunConfig`` pass ``cluster`` (a
     resolver they built) or ``master``; ``tpu_zone`` and ``gcp_project`` go to the resolver
     built here.
     """
-    cluster = kwargs.pop("cluster", None)
-    zone, project = kwargs.pop("tpu_zone", None), kwargs.pop("gcp_project", None)
     if cluster is not None and tpu is not None:
         raise UsageError(f"tpu and cluster name the TPU twice; pass one. Received: tpu={tpu!r}")
-    if not use_tpu or cluster is not None or kwargs.get("master"):
+    if not use_tpu or cluster is not None or master:
         return cluster
-    return _resolve_tpu(tpu, zone, project)
+    return _resolve_tpu(tpu, tpu_zone, gcp_project)
 
 
-def _tpu_config(num_replicas, kwargs):
+def _tpu_config(num_replicas, iterations, given):
     tpu_lib = tf.compat.v1.estimator.tpu
-    iterations = kwargs.pop("iterations_per_loop", None)
-    given = kwargs.pop("tpu_config", None)
     if given is None:
         return tpu_lib.TPUConfig(
             iterations_per_loop=iterations or DEFAULT_ITERATIONS_PER_LOOP,
@@ -108,18 +104,22 @@ def _tpu_config(num_replicas, kwargs):
     return given
 
 
-def _tpu_run_config(num_replicas, model_dir, tpu, use_tpu, kwargs):
+def _tpu_run_config(*, num_replicas, model_dir, tpu, use_tpu, cluster=None, master=None,
+                    tpu_zone=None, gcp_project=None, tpu_config=None, iterations_per_loop=None,
+                    session_config=None, **run_config_kwargs):
     check_positive_int("num_replicas", num_replicas, allow_none=True)
     if not use_tpu and num_replicas not in (None, 1):
         raise UsageError(
             "num_replicas must be 1 or None when validating on CPU (use_tpu=False). "
             f"Received: num_replicas={num_replicas}")
-    resolver = _tpu_cluster(tpu, use_tpu, kwargs)
-    tpu_config = _tpu_config(num_replicas, kwargs)
-    base = kwargs.pop("session_config", None)
+    resolver = _tpu_cluster(tpu, use_tpu, cluster=cluster, master=master, tpu_zone=tpu_zone,
+                            gcp_project=gcp_project)
     return TPURunConfig(
-        use_tpu=use_tpu, cluster=resolver, tpu_config=tpu_config, model_dir=model_dir,
-        session_config=session_config(strategies.cpu_device_count(), base), **kwargs)
+        use_tpu=use_tpu, cluster=resolver, master=master,
+        tpu_config=_tpu_config(num_replicas, iterations_per_loop, tpu_config),
+        model_dir=model_dir,
+        session_config=cpu_session_config(strategies.cpu_device_count(), session_config),
+        **run_config_kwargs)
 
 
 def with_steps_per_run(config, steps_per_run):
@@ -194,7 +194,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     if kind.tpu:
         if steps_per_run is not None:
             run_config_kwargs["iterations_per_loop"] = steps_per_run
-        return _tpu_run_config(num_replicas, model_dir, tpu, use_tpu, run_config_kwargs)
+        return _tpu_run_config(num_replicas=num_replicas, model_dir=model_dir, tpu=tpu,
+                               use_tpu=use_tpu, **run_config_kwargs)
     options = {} if collective_timeout is None else {"collective_timeout": collective_timeout}
     if rendezvous_timeout is not None:
         options["rendezvous_timeout"] = check_positive_int("rendezvous_timeout",
@@ -202,7 +203,7 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     setup = strategies.build(strategy, num_replicas, tf_config=tf_config, **options)
     if kind.cluster:
         cluster_train.install()
-    config = session_config(setup.cpu_devices, run_config_kwargs.pop("session_config", None))
+    config = cpu_session_config(setup.cpu_devices, run_config_kwargs.pop("session_config", None))
     run_config = tf.estimator.RunConfig(
         model_dir=model_dir, train_distribute=setup.train_distribute,
         eval_distribute=setup.eval_distribute, session_config=config, **run_config_kwargs)

@@ -154,7 +154,7 @@ def test_on_read_sum_variable_restores_sum_divided_by_replicas(model_dir):
 
 
 def test_session_config_without_device_count_drops_replicas(model_dir):
-    """The fact behind session_config(): a plain ConfigProto loses the logical CPUs."""
+    """The fact behind cpu_session_config(): a plain ConfigProto loses the logical CPUs."""
     x, y = tf1_models.regression_data()
     strategy = tf.distribute.MirroredStrategy(
         ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())

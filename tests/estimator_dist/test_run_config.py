@@ -144,8 +144,8 @@ def test_make_estimator_tpu_needs_batch_size(model_dir):
 
 def test_session_config_keeps_devices_count_not_lowered():
     base = tf.compat.v1.ConfigProto(device_count={"CPU": 8})
-    assert run_config.session_config(2, base).device_count["CPU"] == 8
-    assert run_config.session_config(2).device_count["CPU"] == 2
+    assert run_config.cpu_session_config(2, base).device_count["CPU"] == 8
+    assert run_config.cpu_session_config(2).device_count["CPU"] == 2
 
 
 def test_parameter_server_builds_on_the_given_tf_config(monkeypatch):

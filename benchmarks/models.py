@@ -1,7 +1,7 @@
 """The package's model_fns against their usual peers, in one process, alternating.
 
-    python benchmarks/models.py dense [--rounds 3] [--steps 2000] [--steps-per-run 20]
-    python benchmarks/models.py lstm [--rounds 3] [--steps 60] [--steps-per-run 20]
+    python benchmarks/models.py dense [--rounds 3] [--steps 2000] [--steps-per-run 20] [--xla]
+    python benchmarks/models.py lstm [--rounds 3] [--steps 60] [--steps-per-run 20] [--xla]
 
 dense: ``model_fns.dense_classifier_model_fn`` (64 -> 256 -> 256 -> 2, batch 128, Adam)
 against the canned ``tf.estimator.DNNClassifier`` of the same shape and a plain TF1
@@ -93,15 +93,31 @@ def _keras_system(input_fn, steps):
     return measure
 
 
+def _with_xla(model_fn):
+    """``model_fn`` with every op it builds (forward, backward, optimizer) in one XLA
+    cluster (``tf.xla.experimental.jit_scope``), compiled for the CPU."""
+
+    def xla_model_fn(features, labels, mode, params):
+        with tf.xla.experimental.jit_scope():
+            return model_fn(features, labels, mode, params)
+
+    return xla_model_fn
+
+
 def _systems(name, peer, plain_model_fn, model_fn, params, input_fn, args):
-    """The peer, the plain TF1 model_fn, and the package's model_fn at K=1 and K."""
+    """The peer, the plain TF1 model_fn, and the package's model_fn at K=1 and K (and
+    under XLA with ``--xla``)."""
     k = args.steps_per_run
-    return {
+    systems = {
         **peer,
         "plain TF1 model_fn": _estimator_system(plain_model_fn, params, input_fn, args.steps),
         f"{name} model_fn": _estimator_system(model_fn, params, input_fn, args.steps),
         f"{name} model_fn, K={k}": _estimator_system(model_fn, params, input_fn, args.steps, k),
     }
+    if args.xla:
+        systems[f"{name} model_fn, XLA"] = _estimator_system(_with_xla(model_fn), params,
+                                                             input_fn, args.steps)
+    return systems
 
 
 def dense_systems(args):
@@ -135,6 +151,8 @@ def main(argv=None):
                         help="steps per round (default: dense 2000, lstm 60)")
     parser.add_argument("--steps-per-run", type=int, default=20)
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (smoke test)")
+    parser.add_argument("--xla", action="store_true",
+                        help="also the package's model_fn compiled by XLA (jit_scope)")
     args = parser.parse_args(argv)
     if args.tiny:
         (DENSE if args.model == "dense" else LSTM).update(TINY[args.model])

@@ -39,6 +39,12 @@ def test_models_benchmark_reports_peer_plain_and_package(python_run, model, peer
                                  f"{model} model_fn, K=2"}
 
 
+def test_models_benchmark_adds_the_xla_compiled_model_fn(python_run):
+    out = _run(python_run, "models.py", "dense", "--rounds", "1", "--steps", "4",
+               "--steps-per-run", "2", "--tiny", "--xla")
+    assert "dense model_fn, XLA" in _ratios(out)
+
+
 def test_cli_memory_benchmark_reports_both_cases(python_run):
     out = _run(python_run, "cli_memory.py", "--rounds", "1", "--max-steps", "4")
     assert len(re.findall(r"peak RSS median [\d,]+ MiB", out)) == 2

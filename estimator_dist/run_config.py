@@ -5,7 +5,7 @@ import sys
 
 import tensorflow as tf
 
-from estimator_dist import cluster_train, strategies, strategy_table
+from estimator_dist import cluster_train, early_stopping, strategies, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 
 DEFAULT_ITERATIONS_PER_LOOP = 100
@@ -201,6 +201,7 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
         options["rendezvous_timeout"] = check_positive_int("rendezvous_timeout",
                                                            rendezvous_timeout)
     setup = strategies.build(strategy, num_replicas, tf_config=tf_config, **options)
+    early_stopping.install()
     if kind.cluster:
         cluster_train.install()
     config = cpu_session_config(setup.cpu_devices, run_config_kwargs.pop("session_config", None))

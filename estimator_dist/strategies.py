@@ -11,6 +11,7 @@ Two facts about TF 2.15 shape this module:
   therefore reduce through ``tf.distribute.ReductionToOneDevice``.
 * Logical CPU devices exist only if they are configured before the TF runtime starts.
 """
+import contextlib
 import dataclasses
 import logging
 
@@ -65,9 +66,33 @@ class _MirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
     """``tf.distribute.MirroredStrategy`` whose input_fn results and replicas are checked."""
 
 
+def _mean_variables_on_write(next_creator, **kwargs):
+    """Creates a per-replica (``ON_READ``) ``MEAN`` variable as a mirrored one.
+
+    Batch norm keeps its moving statistics in such variables. Under
+    MultiWorkerMirroredStrategy the chief reads them to save a checkpoint, which averages
+    them across workers in a collective the other workers never join, so the save waits
+    until the collective timeout. As mirrored (``ON_WRITE``) ``MEAN`` variables each update
+    is averaged across workers as it is made, so every copy holds the mean, and saving
+    needs no collective. For a moving average (linear in its inputs, starting from the
+    same value everywhere) the average of the workers' averages, which reading the
+    ``ON_READ`` variable gives, equals the average of the averaged inputs.
+    """
+    if (kwargs.get("synchronization") == tf.VariableSynchronization.ON_READ
+            and kwargs.get("aggregation") == tf.VariableAggregation.MEAN):
+        kwargs["synchronization"] = tf.VariableSynchronization.ON_WRITE
+    return next_creator(**kwargs)
+
+
 class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
                                    tf.distribute.MultiWorkerMirroredStrategy):
-    """``tf.distribute.MultiWorkerMirroredStrategy``, input_fn results and workers checked."""
+    """``tf.distribute.MultiWorkerMirroredStrategy``, input_fn results and workers checked;
+    batch norm's moving statistics mirrored (``_mean_variables_on_write``)."""
+
+    @contextlib.contextmanager
+    def scope(self):
+        with super().scope(), tf.compat.v1.variable_creator_scope(_mean_variables_on_write):
+            yield
 
 
 class _ParameterServerStrategy(_InputChecksMixin,

@@ -40,6 +40,16 @@ def run_python(args, *, timeout, env=None, cwd=None):
                           timeout=timeout, env=full_env, cwd=cwd or REPO_ROOT)
 
 
+def assert_passes_under_tf1_behaviour(test_file, *pytest_args, timeout):
+    """Runs the tests of ``test_file`` again in a process that calls
+    ``tf.compat.v1.disable_v2_behavior()`` first (what legacy scripts do; it can only
+    happen before TF starts) and asserts they pass."""
+    done = run_python(["-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", *pytest_args],
+                      timeout=timeout, env={TF1_BEHAVIOUR_ENV: "1"})
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
+    assert done.returncode == 0, "\n".join(failed) or done.stdout[-3000:]
+
+
 @pytest.fixture
 def python_run():
     """``run_python`` as a fixture."""

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import estimator_dist
 from estimator_dist.input_checks import GlobalBatchWarning
-from tests.conftest import TF1_BEHAVIOUR_ENV
+from tests.conftest import assert_passes_under_tf1_behaviour
 from tests.estimator_dist import tf1_models
 
 pytestmark = pytest.mark.slow
@@ -167,11 +167,7 @@ def test_session_config_without_device_count_drops_replicas(model_dir):
 
 
 @pytest.mark.timeout(1200)
-def test_module_under_tf1_behaviour(python_run):
-    """Every test above again, in a process that calls tf.compat.v1.disable_v2_behavior()
-    first (what legacy scripts do), which can only happen before TF starts."""
-    done = python_run(["-m", "pytest", __file__, "-q", "-p", "no:cacheprovider",
-                       "-k", "not test_module_under_tf1_behaviour"],
-                      timeout=1100, env={TF1_BEHAVIOUR_ENV: "1"})
-    failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
-    assert done.returncode == 0, "\n".join(failed) or done.stdout[-3000:]
+def test_module_under_tf1_behaviour():
+    """Every test above again, under TF1 behaviour."""
+    assert_passes_under_tf1_behaviour(__file__, "-k", "not test_module_under_tf1_behaviour",
+                                      timeout=1100)

@@ -54,6 +54,22 @@ def test_multi_worker_two_workers_and_evaluator(python_run, model_dir):
     assert len(os.listdir(os.path.join(model_dir, "export"))) == 1  # Only the chief exports.
 
 
+def test_multi_worker_batch_norm_checkpoints_moving_statistics(python_run, model_dir):
+    """Batch norm's moving statistics are per-replica (ON_READ, MEAN) variables in
+    TensorFlow; saved by the chief alone they would wait on a collective the other worker
+    never joins. Under "multi_worker" they are mirrored, so the checkpoint is written."""
+    result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--timeout", "300",
+                         "--", sys.executable] + _TRAIN +
+                        ["--strategy", "multi_worker", "--param", "batch_norm=true",
+                         "--max-steps", "40", "--no-export", "--model-dir", model_dir,
+                         "--collective-timeout", "30"], timeout=360)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    checkpoint = tf.train.latest_checkpoint(model_dir)
+    assert checkpoint.endswith("-40")
+    moving_mean = tf.train.load_variable(checkpoint, "batch_norm_0/moving_mean")
+    assert abs(moving_mean).sum() > 0
+
+
 def test_parameter_server_chief_worker_ps_and_evaluator(python_run, model_dir):
     result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--ps", "1",
                          "--evaluator", "--timeout", "300", "--", sys.executable] + _TRAIN +

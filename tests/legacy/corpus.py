@@ -30,6 +30,7 @@ EXPECTED = {
     "iris_premade_estimator": dict.fromkeys(STRATEGIES, TRAINS),
     "keras_layers_model_fn": dict.fromkeys(STRATEGIES, TRAINS),
     "char_rnn_classifier": dict.fromkeys(STRATEGIES, TRAINS),
+    "production_habits": dict.fromkeys(STRATEGIES, TRAINS),
     "numpy_input_fn_dataset": dict.fromkeys(STRATEGIES, TRAINS),
     "pandas_input_fn_dataset": dict.fromkeys(STRATEGIES, TRAINS),
     "bert_style_tpu": dict.fromkeys(STRATEGIES + ("tpu",), TRAINS),

@@ -40,6 +40,9 @@ PROGRESS_SECONDS = 10
 MIN_JOIN_SECONDS = 30  # TF's own join gets at least this long after every peer answered.
 _PROBE_SECONDS = 0.5
 _COLLECTIVE_TYPES = ("chief", "worker")  # The tasks a multi-worker strategy waits for.
+# The clusters this process has joined (TFConfig JSON): its server holds the task's port
+# from then on, and TensorFlow reuses that server for every later strategy and Estimator.
+_JOINED = set()
 
 
 class RendezvousError(UsageError):
@@ -213,10 +216,13 @@ def form_cluster(build, timeout=None, *, tf_config=None, stream=None):
       RendezvousError (a UsageError): a pre-flight fault, or a peer not reached in time.
       SystemExit: SIGTERM or SIGINT while waiting for peers.
 
-    A join that outlasts the time left ends the process with exit code 1.
+    A join that outlasts the time left ends the process with exit code 1. Once this
+    process has joined a cluster, building a strategy for it again skips the wait.
     """
     timeout = DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
     tf_config = tf_config or cluster.tf_config_from_env()
+    if tf_config.to_json() in _JOINED:  # A second config or Estimator in this process.
+        return build()
     stream = stream or sys.stderr
     start = time.monotonic()
     deadline = wait_for_peers(tf_config, timeout, stream)
@@ -236,4 +242,5 @@ def form_cluster(build, timeout=None, *, tf_config=None, stream=None):
         # The runtime took SIGTERM over for its preemption notifier, which Estimator does
         # not use: give it back to Python's handler, so that SIGTERM ends the task.
         signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
+    _JOINED.add(tf_config.to_json())
     return strategy

@@ -64,6 +64,21 @@ def test_wait_for_peers_returns_once_peer_answers():
     assert time.monotonic() - start < 10
 
 
+def test_form_cluster_again_in_a_process_that_joined_skips_the_wait(monkeypatch):
+    """A second config or Estimator in a worker process: its own server holds the port
+    now, and TensorFlow reuses it, so the rendezvous does not run again."""
+    with socket.socket() as peer:
+        peer.bind(("127.0.0.1", 0))
+        peer.listen()
+        config = _config([f"127.0.0.1:{launch.free_ports(1)[0]}",
+                          f"127.0.0.1:{peer.getsockname()[1]}"])
+        monkeypatch.setattr(rendezvous, "_JOINED", set())
+        assert rendezvous.form_cluster(lambda: "first", 30, tf_config=config,
+                                       stream=io.StringIO()) == "first"
+    # The peer is gone: a rendezvous would now wait for it and fail.
+    assert rendezvous.form_cluster(lambda: "second", 1, tf_config=config) == "second"
+
+
 def test_wait_for_peers_missing_peer_fails_in_time_with_progress(monkeypatch):
     monkeypatch.setattr(rendezvous, "PROGRESS_SECONDS", 1)
     own, missing = launch.free_ports(2)

@@ -31,6 +31,7 @@ EXPECTED = {
     "keras_layers_model_fn": dict.fromkeys(STRATEGIES, TRAINS),
     "char_rnn_classifier": dict.fromkeys(STRATEGIES, TRAINS),
     "production_habits": dict.fromkeys(STRATEGIES, TRAINS),
+    "warm_start_and_hooks": dict.fromkeys(STRATEGIES, TRAINS),
     "numpy_input_fn_dataset": dict.fromkeys(STRATEGIES, TRAINS),
     "pandas_input_fn_dataset": dict.fromkeys(STRATEGIES, TRAINS),
     "bert_style_tpu": dict.fromkeys(STRATEGIES + ("tpu",), TRAINS),

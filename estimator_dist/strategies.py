@@ -16,6 +16,7 @@ import dataclasses
 import logging
 
 import tensorflow as tf
+from tensorflow.python.distribute import values as values_lib
 
 from estimator_dist import cluster, divergence, rendezvous, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
@@ -84,10 +85,55 @@ def _mean_variables_on_write(next_creator, **kwargs):
     return next_creator(**kwargs)
 
 
-class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
-                                   tf.distribute.MultiWorkerMirroredStrategy):
+def _densified(value):
+    """``value`` (a per-replica value or a tensor) with ``IndexedSlices`` made dense."""
+    if isinstance(value, values_lib.PerReplica):
+        return values_lib.PerReplica(tuple(_densified(v) for v in value.values))
+    if isinstance(value, tf.IndexedSlices):
+        return tf.convert_to_tensor(value)
+    return value
+
+
+class _DenseReductionExtended:
+    """Reduces sparse gradients (``IndexedSlices``) across workers as dense tensors.
+
+    Gradients of embedding, linear and crossed feature columns are ``IndexedSlices``
+    whose number of rows differs from worker to worker; the collective all-gather that
+    reduces them in an Estimator graph fails on that ("Shape mismatch in the collective
+    instance"). As dense tensors they are all-reduced like any other gradient, at the cost
+    of the variable's full size per step.
+    """
+
+    def _reduce_to(self, reduce_op, value, destinations, options):
+        return super()._reduce_to(reduce_op, _densified(value), destinations, options)
+
+    def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
+        pairs = [(_densified(value), destination)
+                 for value, destination in value_destination_pairs]
+        return super()._batch_reduce_to(reduce_op, pairs, options)
+
+
+_DENSE_REDUCTION_CLASSES = {}
+
+
+class _DenseReductionMixin:
+    """Gives the strategy's ``extended`` the ``_DenseReductionExtended`` behaviour (as a
+    subclass of its own class, which survives the deep copies Estimator makes)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        base = type(self.extended)
+        if base not in _DENSE_REDUCTION_CLASSES:
+            _DENSE_REDUCTION_CLASSES[base] = type(f"Dense{base.__name__}",
+                                                  (_DenseReductionExtended, base), {})
+        self.extended.__class__ = _DENSE_REDUCTION_CLASSES[base]
+
+
+class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _DenseReductionMixin,
+                                   _InputChecksMixin, tf.distribute.MultiWorkerMirroredStrategy):
     """``tf.distribute.MultiWorkerMirroredStrategy``, input_fn results and workers checked;
-    batch norm's moving statistics mirrored (``_mean_variables_on_write``)."""
+    batch norm's moving statistics mirrored (``_mean_variables_on_write``), sparse
+    gradients reduced dense (``_DenseReductionExtended``)."""
 
     @contextlib.contextmanager
     def scope(self):

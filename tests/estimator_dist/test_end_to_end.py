@@ -70,6 +70,17 @@ def test_multi_worker_batch_norm_checkpoints_moving_statistics(python_run, model
     assert abs(moving_mean).sum() > 0
 
 
+def test_plain_multi_worker_strategy_fails_on_sparse_gradients(python_run, model_dir):
+    """The fact behind the dense reduction of sparse gradients under "multi_worker" (the
+    legacy program ``linear_sparse_columns`` trains with ``make_run_config``)."""
+    result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--timeout", "240",
+                         "--", sys.executable, "-m", "tests.estimator_dist.sparse_gradients_job",
+                         model_dir], timeout=300)
+    assert "ERROR InvalidArgumentError" in result.stdout, result.stdout[-3000:]
+    assert "Shape mismatch in the collective instance" in result.stdout + result.stderr
+    assert "FINISHED" not in result.stdout
+
+
 def test_parameter_server_chief_worker_ps_and_evaluator(python_run, model_dir):
     result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--ps", "1",
                          "--evaluator", "--timeout", "300", "--", sys.executable] + _TRAIN +

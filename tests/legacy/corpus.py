@@ -17,9 +17,6 @@ ERRORS = {
                r"make_one_shot_iterator\(dataset\)\.get_next\(\)",
     _QUEUE: r"UsageError: input_fn must return a tf\.data\.Dataset .*use "
             r"input_fns\.numpy_input_fn / input_fns\.pandas_input_fn \(same arguments\)",
-    # Sparse gradients whose length differs between workers: TF's collective all-gather
-    # fails in Estimator graphs under MultiWorkerMirroredStrategy (no one-line change).
-    "collective_shape_mismatch": r"InvalidArgumentError: Graph execution error",
     "make_estimator": r"UsageError: strategy 'tpu' needs a TPUEstimator: build it with "
                       r"estimator_dist\.make_estimator\(",
 }
@@ -36,8 +33,7 @@ EXPECTED = {
     "pandas_input_fn_dataset": dict.fromkeys(STRATEGIES, TRAINS),
     "bert_style_tpu": dict.fromkeys(STRATEGIES + ("tpu",), TRAINS),
     "numpy_input_fn_original": {"default": TRAINS, "mirrored": _QUEUE, "multi_worker": _QUEUE},
-    "linear_sparse_columns": {"default": TRAINS, "mirrored": TRAINS,
-                              "multi_worker": "collective_shape_mismatch"},
+    "linear_sparse_columns": dict.fromkeys(STRATEGIES, TRAINS),
     "get_next_input_fn": {"default": TRAINS, "mirrored": _GET_NEXT, "multi_worker": _GET_NEXT},
 }
 # A plain-Estimator program handed the "tpu" config; the same on a parameter-server cluster.
@@ -57,7 +53,6 @@ _LABELS = {
     TRAINS: "trains",
     _GET_NEXT: "error: return the Dataset",
     _QUEUE: "error: use input_fns.numpy_input_fn",
-    "collective_shape_mismatch": "fails: collective shape mismatch",
     "make_estimator": "error: use make_estimator",
 }
 

@@ -1,0 +1,42 @@
+"""A wide LinearClassifier on a two-worker cluster, configured by plain TensorFlow.
+
+    python -m estimator_dist.launch --workers 2 -- \
+        python -m tests.estimator_dist.sparse_gradients_job MODEL_DIR
+
+RunConfig's own ``train_distribute=tf.distribute.MultiWorkerMirroredStrategy()`` (no
+estimator_dist): prints ``ERROR Type: first line`` or ``FINISHED``.
+"""
+import sys
+
+import tensorflow as tf
+
+from tests.legacy.programs import iris_data
+
+
+def main(model_dir):
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=60))
+    config = tf.estimator.RunConfig(model_dir=model_dir, train_distribute=strategy)
+    petal = tf.feature_column.bucketized_column(
+        tf.feature_column.numeric_column("PetalLength"), boundaries=[2.0, 4.0, 5.0])
+    sepal = tf.feature_column.bucketized_column(
+        tf.feature_column.numeric_column("SepalLength"), boundaries=[5.5, 6.2])
+    crossed = tf.feature_column.crossed_column([petal, sepal], hash_bucket_size=16)
+    estimator = tf.estimator.LinearClassifier([petal, sepal, crossed], n_classes=3,
+                                              config=config)
+    (train_x, train_y), _ = iris_data.load_data()
+    try:
+        tf.estimator.train_and_evaluate(
+            estimator,
+            tf.estimator.TrainSpec(lambda: iris_data.train_input_fn(train_x, train_y, 16),
+                                   max_steps=4),
+            tf.estimator.EvalSpec(lambda: iris_data.train_input_fn(train_x, train_y, 16)))
+    except Exception as error:  # pylint: disable=broad-except
+        print(f"ERROR {type(error).__name__}: {str(error).strip().splitlines()[0]}", flush=True)
+        return
+    print("FINISHED", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

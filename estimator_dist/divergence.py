@@ -22,6 +22,8 @@ import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.distribute import values as ds_values
 
+from estimator_dist import _extended
+
 CHECK_EVERY_STEPS = 100
 # Copies updated by the same aggregated update are bit-identical; this leaves room for
 # reductions that are not.
@@ -190,24 +192,15 @@ class _WatchedExtended:
         return type(result)._make(fields.values())
 
 
-_WATCHED_CLASSES = {}
-
-
 def watch(strategy, every_n_steps=CHECK_EVERY_STEPS):
     """Makes ``strategy`` stop Estimator training when its copies of a variable differ.
 
-    The strategy's ``extended`` gets a subclass of its own class (it survives the deep
-    copies Estimator and the distribute coordinator make) whose
-    ``call_for_each_replica`` appends a ``DivergenceHook`` to the training spec.
+    The strategy's ``extended`` gets ``_WatchedExtended``'s ``call_for_each_replica``
+    (``_extended.add_mixin``), which appends a ``DivergenceHook`` to the training spec.
 
     Returns:
       ``strategy``.
     """
-    base = type(strategy.extended)
-    if issubclass(base, _WatchedExtended):
-        base = base.__mro__[2]
-    if base not in _WATCHED_CLASSES:
-        _WATCHED_CLASSES[base] = type(f"Watched{base.__name__}", (_WatchedExtended, base), {})
-    strategy.extended.__class__ = _WATCHED_CLASSES[base]
+    _extended.add_mixin(strategy, _WatchedExtended)
     strategy.extended._every_n_steps = every_n_steps
     return strategy

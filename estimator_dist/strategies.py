@@ -18,7 +18,7 @@ import logging
 import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
 
-from estimator_dist import cluster, divergence, rendezvous, strategy_table
+from estimator_dist import _extended, cluster, divergence, rendezvous, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.input_checks import checked_input_fn
 
@@ -113,20 +113,12 @@ class _DenseReductionExtended:
         return super()._batch_reduce_to(reduce_op, pairs, options)
 
 
-_DENSE_REDUCTION_CLASSES = {}
-
-
 class _DenseReductionMixin:
-    """Gives the strategy's ``extended`` the ``_DenseReductionExtended`` behaviour (as a
-    subclass of its own class, which survives the deep copies Estimator makes)."""
+    """Gives the strategy's ``extended`` ``_DenseReductionExtended``'s reductions."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        base = type(self.extended)
-        if base not in _DENSE_REDUCTION_CLASSES:
-            _DENSE_REDUCTION_CLASSES[base] = type(f"Dense{base.__name__}",
-                                                  (_DenseReductionExtended, base), {})
-        self.extended.__class__ = _DENSE_REDUCTION_CLASSES[base]
+        _extended.add_mixin(self, _DenseReductionExtended)
 
 
 class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _DenseReductionMixin,

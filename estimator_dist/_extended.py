@@ -4,6 +4,8 @@ The object's class becomes a subclass of a mixin and its own class. A class surv
 the deep copies Estimator and the distribute coordinator make of a strategy, where an
 attribute patched onto the object would not.
 """
+import tensorflow as tf
+
 _CLASSES = {}
 
 
@@ -16,3 +18,16 @@ def add_mixin(strategy, mixin):
         _CLASSES[mixin, base] = type(f"{mixin.__name__.strip('_')}{base.__name__}",
                                      (mixin, base), {})
     strategy.extended.__class__ = _CLASSES[mixin, base]
+
+
+def with_training_hook(spec, hook):
+    """``spec`` (what a ``call_for_each_replica`` returned) with ``hook`` added to its
+    training hooks when it is a TRAIN ``EstimatorSpec``, else ``spec`` itself."""
+    if not (isinstance(spec, tf.estimator.EstimatorSpec)
+            and spec.mode == tf.estimator.ModeKeys.TRAIN):
+        return spec
+    # The grouped spec holds per-replica values that EstimatorSpec's own checks (run by
+    # its _replace) refuse, so the copy is made as the tuple it is.
+    fields = spec._asdict()
+    fields["training_hooks"] = tuple(spec.training_hooks) + (hook,)
+    return type(spec)._make(fields.values())

@@ -180,16 +180,10 @@ class _WatchedExtended:
     def call_for_each_replica(self, fn, args=(), kwargs=None):
         result = super().call_for_each_replica(fn, args, kwargs)
         strategy = self._container_strategy()
-        if not (isinstance(result, tf.estimator.EstimatorSpec)
-                and result.mode == tf.estimator.ModeKeys.TRAIN
-                and strategy.num_replicas_in_sync > 1):
+        if strategy.num_replicas_in_sync == 1:
             return result
-        hook = DivergenceHook(strategy, self._every_n_steps)
-        # The grouped spec holds per-replica values that EstimatorSpec's own checks (run
-        # by its _replace) refuse, so the copy is made as the tuple it is.
-        fields = result._asdict()
-        fields["training_hooks"] = tuple(result.training_hooks) + (hook,)
-        return type(result)._make(fields.values())
+        return _extended.with_training_hook(result, DivergenceHook(strategy,
+                                                                   self._every_n_steps))
 
 
 def watch(strategy, every_n_steps=CHECK_EVERY_STEPS):

@@ -1,4 +1,4 @@
-"""Fail fast when a multi-worker peer is lost, instead of retrying forever.
+"""Fail fast when a multi-worker peer is lost, instead of retrying forever, naming it.
 
 When a worker of a ``MultiWorkerMirroredStrategy`` cluster dies, the collectives of the
 others fail with ``UnavailableError``. Estimator's monitored session treats that error as
@@ -7,12 +7,75 @@ recovers in the same process ("Restart your program to reset"), so training loop
 the failure without end. ``PeerFailureHook`` ends the run on the first re-created
 session, so the process exits non-zero and the cluster manager can restart the job
 from its last checkpoint.
+
+``silent_peers`` tells which peers are lost: it opens an HTTP/2 connection to each
+peer's gRPC server, which answers at once with its settings when its process runs. A
+dead peer refuses the connection ("unreachable"); a stopped or frozen one lets the
+kernel accept it but never answers ("does not answer").
 """
+import concurrent.futures
+import socket
+
 import tensorflow as tf
+
+from estimator_dist import cluster, rendezvous
+
+PROBE_SECONDS = 3.0
+_MAX_PROBES = 16  # Peers asked at once.
+# A client connection preface and an empty SETTINGS frame (RFC 7540, 3.5 and 6.5).
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS_FRAME_TYPE = 4
 
 
 class PeerLostError(RuntimeError):
     """A multi-worker training session failed and cannot recover in this process."""
+
+
+def peer_state(host, port, timeout=PROBE_SECONDS):
+    """"answers", "unreachable" or "does not answer": how a gRPC server at host:port
+    reacts to an HTTP/2 connection within ``timeout`` seconds."""
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+            sock.sendall(_HTTP2_PREFACE)
+            header = sock.recv(9)
+    except socket.timeout:
+        return "does not answer"
+    except OSError:
+        return "unreachable"
+    if len(header) > 3 and header[3] == _SETTINGS_FRAME_TYPE:
+        return "answers"
+    return "does not answer"
+
+
+def silent_peers(spec, me):
+    """[(name, host, port, state)] of the chief and worker tasks of cluster ``spec`` other
+    than ``me`` (e.g. "worker 0") whose gRPC server does not answer."""
+    peers = rendezvous.collective_peers(spec, me)
+    if not peers:
+        return []
+    with concurrent.futures.ThreadPoolExecutor(min(_MAX_PROBES, len(peers))) as pool:
+        states = list(pool.map(lambda peer: peer_state(peer[1], peer[2]), peers))
+    return [(*peer, state) for peer, state in zip(peers, states) if state != "answers"]
+
+
+def describe(silent):
+    """"worker 1 at 127.0.0.1:2223 is unreachable (...)" for ``silent_peers``' result."""
+    why = {"unreachable": "is unreachable (its process is gone or its host is down)",
+           "does not answer": "does not answer (its process is stopped, frozen or "
+                              "overloaded)"}
+    return "; ".join(f"{rendezvous.describe([peer[:3]])} {why[peer[3]]}" for peer in silent)
+
+
+def _lost_peers():
+    """Which peers of this task's ``TF_CONFIG`` cluster are lost, in words, or ""."""
+    try:
+        task = cluster.tf_config_from_env()
+    except ValueError:
+        return ""
+    if task is None or not task.cluster:
+        return ""
+    silent = silent_peers(task.cluster, f"{task.task_type} {task.task_index}")
+    return f": {describe(silent)}" if silent else ""
 
 
 class PeerFailureHook(tf.estimator.SessionRunHook):
@@ -30,5 +93,6 @@ class PeerFailureHook(tf.estimator.SessionRunHook):
         self._sessions += 1
         if self._sessions > 1:
             raise PeerLostError(
-                "multi-worker training lost a peer (its collectives failed and the session "
-                "had to be re-created); restart every task from the last checkpoint.")
+                f"multi-worker training lost a peer{_lost_peers()} (its collectives failed "
+                "and the session had to be re-created); restart every task from the last "
+                "checkpoint.")

@@ -127,8 +127,15 @@ def _reachable(host, port):
         return False
 
 
-def _describe(peers):
+def describe(peers):
+    """"worker 1 at 10.0.0.2:2222, ..." for [(name, host, port)]."""
     return ", ".join(f"{name} at {host}:{port}" for name, host, port in peers)
+
+
+def collective_peers(spec, me):
+    """[(name, host, port)] of the chief and worker tasks of cluster ``spec`` other than
+    the task named ``me`` (e.g. "worker 0")."""
+    return [t for t in _tasks(spec, _COLLECTIVE_TYPES) if t[0] != me]
 
 
 class _Stopped(Exception):
@@ -152,12 +159,12 @@ def _probe(peers, deadline, timeout, stream):
         now = time.monotonic()
         if now >= deadline:
             raise RendezvousError(
-                f"rendezvous: could not reach {_describe(missing)} within the rendezvous "
+                f"rendezvous: could not reach {describe(missing)} within the rendezvous "
                 f"timeout of {timeout} s; start every task of the cluster (or raise "
                 "--rendezvous-timeout)")
         if now - reported >= PROGRESS_SECONDS:
             reported = now
-            print(f"rendezvous: waiting for {_describe(missing)}, {now - start:.0f} s "
+            print(f"rendezvous: waiting for {describe(missing)}, {now - start:.0f} s "
                   f"(of {timeout} s)", file=stream, flush=True)
         time.sleep(_PROBE_SECONDS)
 
@@ -181,7 +188,7 @@ def wait_for_peers(tf_config, timeout, stream=None, peer_types=_COLLECTIVE_TYPES
     try:
         _probe(peers, deadline, timeout, stream)
     except _Stopped as stop:
-        print(f"rendezvous: stopped by {stop} while waiting for {_describe(peers)}",
+        print(f"rendezvous: stopped by {stop} while waiting for {describe(peers)}",
               file=stream, flush=True)
         raise SystemExit(128 + getattr(signal, str(stop))) from None
     finally:

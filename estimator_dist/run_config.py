@@ -157,8 +157,9 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
         too: ``cluster`` (a resolver), ``master``, ``tpu_config`` (a ``TPUConfig``; else
         one is built from ``num_replicas`` and ``iterations_per_loop``), and ``tpu_zone`` /
         ``gcp_project`` for the resolver built from ``tpu``.
-      collective_timeout: seconds a "multi_worker" collective waits for a peer before it
-        fails (default 300), so a dead worker ends the run instead of hanging it.
+      collective_timeout: seconds a "multi_worker" run may stall on a dead or frozen peer
+        (default 300): a task whose training makes no progress that long ends with one
+        line naming the peer (``estimator_dist.watchdog``), instead of hanging.
       rendezvous_timeout: seconds a "multi_worker" or "parameter_server" task waits for
         its peers to answer before it fails naming the tasks not reached (default 300;
         see ``estimator_dist.rendezvous``).

@@ -18,7 +18,8 @@ import logging
 import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
 
-from estimator_dist import _extended, cluster, divergence, rendezvous, strategy_table
+from estimator_dist import (_extended, cluster, divergence, rendezvous,
+                            strategy_table, watchdog)
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.input_checks import checked_input_fn
 
@@ -210,10 +211,12 @@ def _multi_worker(num_replicas, options, tf_config):
         return StrategySetup(local, None, cpu_devices=cpu_device_count())
     timeout = options.get("collective_timeout", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)
     check_positive_int("collective_timeout", timeout)
-    strategy = rendezvous.form_cluster(lambda: _MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            timeout_seconds=timeout)), options.get("rendezvous_timeout"), tf_config=tf_config)
-    return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
+    # No timeout on the collectives: in TF 2.15 each one would hold a thread for the whole
+    # timeout. The watchdog bounds a stalled step instead.
+    strategy = rendezvous.form_cluster(_MultiWorkerMirroredStrategy,
+                                       options.get("rendezvous_timeout"), tf_config=tf_config)
+    return StrategySetup(watchdog.watch(strategy, timeout), None,
+                         cpu_devices=cpu_device_count())
 
 
 def _parameter_server(num_replicas, options, tf_config):

@@ -71,7 +71,8 @@ def _add_distribution_flags(parser, defaults):
     group.add_argument("--tpu-validate", action="store_true",
                        help="with --strategy tpu: run the TPUEstimator path on CPU")
     group.add_argument("--collective-timeout", type=cli.positive_int, metavar="SECONDS",
-                       help="seconds a multi_worker collective waits for a peer (default: 300)")
+                       help="seconds a multi_worker run may stall on a dead or frozen peer "
+                            "before it ends (default: 300)")
     group.add_argument("--rendezvous-timeout", type=cli.positive_int, metavar="SECONDS",
                        help="seconds a multi_worker or parameter_server task waits for its "
                             "peers, then fails naming the tasks not reached (default: 300)")

@@ -6,15 +6,14 @@ stay flat?
 
 Each case trains for ``--seconds`` (the CLI's dense model under each strategy, its lstm
 model on one device, and tests/legacy/'s finite_input_epochs: train/evaluate by epochs,
-TF1 behaviour), while every
-``--interval`` seconds this samples each of its processes (the launcher and every task):
-threads (/proc/PID/task), RSS, open fds, and the model dir: its size without events
-files, its events files' size, and the global step read from the events (steps/s between
-samples). It prints one row per case and task, and exits 1 when a quantity grows without
-bound (a slope over the second half of the run that would add more than
-``GROWTH_LIMITS`` in an hour) or steps/s falls by more than 20 % (the last quarter
-against the second quarter, each from the steps it gained). Events files grow with every summary by design:
-their rate is printed, not judged.
+TF1 behaviour), while every ``--interval`` seconds this samples each of its processes
+(the launcher and every task): threads (/proc/PID/task), RSS, open fds, and the model
+dir: its size without events files, its events files' size, and the global step read
+from the events (steps/s). It prints one row per case and task, and exits 1 when a
+quantity grows without bound (a slope over the second half of the run that would add
+more than ``GROWTH_LIMITS`` in an hour) or steps/s falls by more than 20 % (the last
+quarter against the second quarter, each from the steps it gained). Events files grow
+with every summary by design: their rate is printed, not judged.
 """
 import argparse
 import json

@@ -11,8 +11,9 @@ drift apart, and the checkpoint keeps only the first replica's.
 ``watch(strategy)`` makes the strategy add a check to every Estimator training graph it
 builds, so a plain ``tf.estimator.Estimator(model_fn, config=make_run_config(...))``
 needs no hook of its own. When the session starts, after the first step, every
-``CHECK_EVERY_STEPS`` steps and at the end, the check compares the copies of every mirrored variable in one extra
-``Session.run``: the local replicas value by value, and the workers by a per-variable
+``CHECK_EVERY_STEPS`` steps and at the end (across workers: unless the input ended, when
+no collective can run), the check compares the copies of every mirrored variable in one
+extra ``Session.run``: the local replicas value by value, and the workers by a per-variable
 checksum (sum and sum of squares in float64) gathered with one all-reduce. When any
 differ, training stops with ``ReplicaDivergenceError``: one line naming the variable
 and the likely cause. Per-replica (``ON_READ``) variables may differ and are skipped.
@@ -139,6 +140,7 @@ class DivergenceHook(tf.compat.v1.train.SessionRunHook):
         self._check = None
         self._steps = 0
         self._checked_at = 0
+        self._in_step = False
 
     def begin(self):
         with self._strategy.scope():
@@ -148,15 +150,26 @@ class DivergenceHook(tf.compat.v1.train.SessionRunHook):
         del coord  # Unused.
         self._run_check(session)
 
+    def before_run(self, run_context):
+        del run_context  # Unused.
+        self._in_step = True
+
     def after_run(self, run_context, run_values):
         del run_values  # The check reads the variables after the step, in a run of its own.
+        self._in_step = False
         self._steps += 1
         if self._steps == 1 or self._steps % self._every_n_steps == 0:
             self._run_check(run_context.session)
 
     def end(self, session):
-        if self._steps != self._checked_at:
+        # A step that never returned ended the session by the end of input: a collective
+        # now would fail ("Restart your program to reset"), as would a worker's that
+        # stopped at another step.
+        if self._steps != self._checked_at and not (self._in_step and self._across_workers()):
             self._run_check(session)
+
+    def _across_workers(self):
+        return self._check is not None and self._check[3] == "workers"
 
     def _run_check(self, session):
         self._checked_at = self._steps

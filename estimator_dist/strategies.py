@@ -18,7 +18,7 @@ import logging
 import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
 
-from estimator_dist import (_extended, cluster, divergence, rendezvous,
+from estimator_dist import (_extended, cluster, divergence, input_end, rendezvous,
                             strategy_table, watchdog)
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.input_checks import checked_input_fn
@@ -122,11 +122,21 @@ class _DenseReductionMixin:
         _extended.add_mixin(self, _DenseReductionExtended)
 
 
+class _EndTogetherMixin:
+    """Ends every worker's finite input at the same step (``input_end``)."""
+
+    def make_input_fn_iterator(self, input_fn, *args, **kwargs):
+        return input_end.make_iterator(self, super().make_input_fn_iterator, input_fn, *args,
+                                       **kwargs)
+
+
 class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _DenseReductionMixin,
-                                   _InputChecksMixin, tf.distribute.MultiWorkerMirroredStrategy):
+                                   _InputChecksMixin, _EndTogetherMixin,
+                                   tf.distribute.MultiWorkerMirroredStrategy):
     """``tf.distribute.MultiWorkerMirroredStrategy``, input_fn results and workers checked;
-    batch norm's moving statistics mirrored (``_mean_variables_on_write``), sparse
-    gradients reduced dense (``_DenseReductionExtended``)."""
+    finite input ending on every worker at once (``input_end``); batch norm's moving
+    statistics mirrored (``_mean_variables_on_write``), sparse gradients reduced dense
+    (``_DenseReductionExtended``)."""
 
     @contextlib.contextmanager
     def scope(self):

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from estimator_dist import divergence
+
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 
 _ERROR = ("estimator_dist.divergence.ReplicaDivergenceError: variable {name!r} must hold the "
@@ -65,3 +67,29 @@ def test_multi_worker_standard_optimizer_not_flagged(python_run, model_dir):
     assert result.returncode == 0, result.stdout[-3000:]
     assert result.stdout.count("FINISHED") == 2
     assert "ReplicaDivergenceError" not in result.stdout
+
+
+def _hook_across_workers(checks):
+    hook = divergence.DivergenceHook(strategy=None)
+    hook._check = (["dense/kernel"], None, None, "workers")
+    hook._run_check = checks.append
+    return hook
+
+
+def test_end_after_step_that_never_returned_runs_no_worker_check():
+    """The session ended by the end of input (the last step raised OutOfRangeError): a
+    collective now would fail, so the end check does not run."""
+    checks = []
+    hook = _hook_across_workers(checks)
+    hook.before_run(None)
+    hook.end("session")
+    assert checks == []
+
+
+def test_end_after_completed_steps_runs_worker_check():
+    checks = []
+    hook = _hook_across_workers(checks)
+    hook.before_run(None)
+    hook._in_step, hook._steps = False, 7  # after_run of step 7, without its check.
+    hook.end("session")
+    assert checks == ["session"]

@@ -35,12 +35,21 @@ EXPECTED = {
     "numpy_input_fn_original": {"default": TRAINS, "mirrored": _QUEUE, "multi_worker": _QUEUE},
     "linear_sparse_columns": dict.fromkeys(STRATEGIES, TRAINS),
     "get_next_input_fn": {"default": TRAINS, "mirrored": _GET_NEXT, "multi_worker": _GET_NEXT},
+    "finite_input_epochs": dict.fromkeys(STRATEGIES, TRAINS),
 }
 # A plain-Estimator program handed the "tpu" config; the same on a parameter-server cluster.
 EXPECTED["iris_custom_estimator"]["tpu"] = "make_estimator"
 EXPECTED["iris_custom_estimator"]["parameter_server"] = TRAINS
 
 TRAIN_STEPS = 20
+# Programs that train until their input ends: the chief's last step, by strategy. Two
+# workers read uneven shards (12 and 8 steps an epoch) and stop together after 8.
+FINAL_STEPS = {"finite_input_epochs": {"default": 30, "mirrored": 30, "multi_worker": 24}}
+
+
+def final_step(program, strategy):
+    """The step at which ``program`` ends training under ``strategy``."""
+    return FINAL_STEPS.get(program, {}).get(strategy, TRAIN_STEPS)
 
 
 def routes():

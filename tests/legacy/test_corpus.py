@@ -68,7 +68,7 @@ def _run_batch(programs, behaviour, strategy, model_dir):
     return _parse(done.stdout), done.stdout[-3000:] + done.stderr[-3000:]
 
 
-def _check_trained(result, chief, strategy):
+def _check_trained(result, chief, program, strategy):
     """Finite losses; the chief also ends at the last step (another task's evaluate may
     read an earlier checkpoint; asynchronous parameter-server workers may pass it by
     a step or two)."""
@@ -76,7 +76,8 @@ def _check_trained(result, chief, strategy):
     if chief:
         step = metrics.get("global_step", metrics.get("final_step"))
         slack = 2 if strategy == "parameter_server" else 0
-        assert corpus.TRAIN_STEPS <= step <= corpus.TRAIN_STEPS + slack
+        last = corpus.final_step(program, strategy)
+        assert last <= step <= last + slack
     losses = [v for k, v in metrics.items() if "loss" in k]
     assert all(math.isfinite(v) for v in losses)
 
@@ -104,7 +105,7 @@ def test_program_outcome_matches_table(program, strategy, behaviour, corpus_dir)
             assert (task, program) in outcomes, f"no outcome from {task or 'the process'}:\n{log}"
             kind, text = outcomes[(task, program)]
             assert kind == "RESULT", text
-            _check_trained(text, task == tasks[0], strategy)
+            _check_trained(text, task == tasks[0], program, strategy)
         return
     # The first task to fail ends the cluster: the launcher stops the others, which may
     # not have reached the failing call yet. Every task that reports names the error.

@@ -1,0 +1,43 @@
+"""The finite-input program on two workers, again and again: every run ends on both
+workers at the same step, exit 0, no hang and no crash (uneven shards: 12 and 8 steps an
+epoch; train/evaluate by epochs, then train_and_evaluate).
+
+CI runs ``RUNS`` (3); set ``ESTIMATOR_DIST_FINITE_INPUT_RUNS=20`` for the full check.
+Runs alternate TF2 and TF1 behaviour.
+"""
+import json
+import os
+import re
+
+import pytest
+
+from tests.conftest import run_python
+from tests.legacy import corpus
+
+RUNS = int(os.environ.get("ESTIMATOR_DIST_FINITE_INPUT_RUNS", "3"))
+_PROGRAM = "finite_input_epochs"
+_RUN_SECONDS = 240
+
+pytestmark = [pytest.mark.slow, pytest.mark.multi_process,
+              pytest.mark.timeout(RUNS * (_RUN_SECONDS + 60))]
+
+
+def _run(model_dir, behaviour):
+    return run_python(["-m", "estimator_dist.launch", "--workers", "2", "--timeout",
+                       str(_RUN_SECONDS), "--", "python", "-m", "tests.legacy.runner", _PROGRAM,
+                       "--behaviour", behaviour, "--strategy", "multi_worker",
+                       "--model-dir", model_dir], timeout=_RUN_SECONDS + 30)
+
+
+def test_finite_input_two_workers_end_together_every_run(tmp_path):
+    failures = []
+    for run in range(RUNS):
+        behaviour = corpus.BEHAVIOURS[run % 2]
+        result = _run(str(tmp_path / f"run{run}"), behaviour)
+        steps = re.findall(rf"^\[worker \d\] RESULT {_PROGRAM} (.*)$", result.stdout, re.M)
+        final = [json.loads(s)["final_step"] for s in steps]
+        if result.returncode or len(final) != 2 or corpus.final_step(
+                _PROGRAM, "multi_worker") not in final:
+            failures.append(f"run {run} ({behaviour}): exit {result.returncode}, final steps "
+                            f"{final}\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
+    assert not failures, f"{len(failures)} of {RUNS} runs failed:\n" + "\n".join(failures)

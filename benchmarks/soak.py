@@ -206,9 +206,15 @@ def _stop(process):
             pass
 
 
-def _second_half(samples):
-    end = samples[-1]["t"]
-    return [s for s in samples if s["t"] >= end / 2] if samples else []
+def _training_start(directory):
+    """When the first step showed in the events (the start-up before it is not judged)."""
+    return next((s["t"] for s in directory if s["step"]), directory[-1]["t"] if directory else 0)
+
+
+def _second_half(samples, start):
+    """The samples of the second half of the time from ``start`` on."""
+    end = samples[-1]["t"] if samples else 0
+    return [s for s in samples if s["t"] >= (start + end) / 2]
 
 
 def _rate(samples):
@@ -227,8 +233,10 @@ def most_threads(result):
 def judge(result, max_threads=None):
     """(rows, faults): one row per task and one for the model dir; faults as lines."""
     rows, faults = [], []
+    directory = result["dir"]
+    start = _training_start(directory)
     for task, samples in sorted(result["tasks"].items()):
-        half = _second_half(samples)
+        half = _second_half(samples, start)
         row = {"task": task, "samples": len(samples)}
         for key, limit in GROWTH_LIMITS.items():
             if key == "dir_mib":
@@ -240,15 +248,15 @@ def judge(result, max_threads=None):
             if slope > limit:
                 faults.append(f"{task}: {key} grows {slope:.0f} per hour (limit {limit})")
         rows.append(row)
-    directory = result["dir"]
-    half = _second_half(directory)
+    half = _second_half(directory, start)
     dir_slope = slope_per_hour([s["t"] for s in half], [s["dir_mib"] for s in half]) if len(
         half) > 2 else 0.0
     if dir_slope > GROWTH_LIMITS["dir_mib"]:
         faults.append(f"model dir grows {dir_slope:.0f} MiB per hour without its events")
-    quarter = len(directory) // 4
-    early = _rate(directory[quarter:2 * quarter + 1]) if quarter else 0.0
-    late = _rate(directory[-quarter - 1:]) if quarter else 0.0
+    training = [s for s in directory if s["t"] >= start]
+    quarter = len(training) // 4
+    early = _rate(training[quarter:2 * quarter + 1]) if quarter else 0.0
+    late = _rate(training[-quarter - 1:]) if quarter else 0.0
     if early and late < (1 - MAX_SLOWDOWN) * early:
         faults.append(f"steps/s fell from {early:.1f} to {late:.1f}")
     if max_threads and most_threads(result) >= max_threads:
@@ -258,7 +266,7 @@ def judge(result, max_threads=None):
         faults.append(f"the run ended early with exit code {result['ended']} "
                       f"(see {result['log']})")
     last = directory[-1] if directory else {"dir_mib": 0, "events_mib": 0, "step": 0, "t": 1}
-    rows.append({"task": "model dir", "dir_mib": last["dir_mib"], "dir_slope": dir_slope,
+    rows.append({"task": "model dir", "start": start, "dir_mib": last["dir_mib"], "dir_slope": dir_slope,
                  "events_mib": last["events_mib"], "events_rate": slope_per_hour(
                      [s["t"] for s in half], [s["events_mib"] for s in half]) if len(
                          half) > 2 else 0.0,
@@ -276,6 +284,7 @@ def print_case(name, seconds, rows, faults):
                      (row["threads"], row["rss_mib"], row["fds"])]
             print(f"  {row['task']:<22} {cells[0]:>28} {cells[1]:>30} {cells[2]:>24}")
         else:
+            print(f"  first step after {row['start']:.0f} s; judged from then on")
             print(f"  model dir: {row['dir_mib']:.1f} MiB without events ({row['dir_slope']:+.1f}"
                   f" MiB/h), events {row['events_mib']:.1f} MiB ({row['events_rate']:+.1f} MiB/h);"
                   f" step {row['steps']:,}; steps/s {row['early']:.1f} (2nd quarter) -> "
@@ -293,19 +302,33 @@ def main(argv=None):
                         help="stop a case at once when a task has this many threads (the "
                              "machine's pid_max is shared by every process on it)")
     parser.add_argument("--json", help="also write every sample to this file")
+    parser.add_argument("--from-json", help="judge the samples of an earlier --json run "
+                                            "instead of running anything")
     args = parser.parse_args(argv)
-    failed, everything = False, {}
+    if args.from_json:
+        with open(args.from_json, encoding="utf-8") as f:
+            return report(json.load(f), args)
+    everything = {}
     with tempfile.TemporaryDirectory(prefix="soak-") as work_dir:
         for name in args.cases:
-            result = run_case(name, CASES[name], args.seconds, args.interval, work_dir,
-                              args.max_threads)
-            rows, faults = judge(result, args.max_threads)
-            print_case(name, args.seconds, rows, faults)
-            failed = failed or bool(faults)
-            everything[name] = result
+            everything[name] = run_case(name, CASES[name], args.seconds, args.interval,
+                                        work_dir, args.max_threads)
+            report({name: everything[name]}, args)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(everything, f)
+    return report(everything, args, quiet=True)
+
+
+def report(results, args, quiet=False):
+    """Judges each case of ``results``, prints it unless ``quiet``; returns the exit code."""
+    failed = False
+    for name, result in results.items():
+        rows, faults = judge(result, args.max_threads)
+        if not quiet:
+            seconds = round(max((s["t"] for s in result["dir"]), default=0))
+            print_case(name, seconds, rows, faults)
+        failed = failed or bool(faults)
     return 1 if failed else 0
 
 

@@ -175,3 +175,32 @@ def test_lost_peer_ends_survivor_within_bound_naming_it(model_dir, tmp_path, fau
     assert code != 0, text[-2000:]
     assert took < _BOUND_SECONDS, f"the survivor took {took:.0f} s"
     assert re.search(rf"worker 1 at 127\.0\.0\.1:\d+ {state}", text), text[-3000:]
+
+
+_COLLECTIVES = """
+import os, sys, tensorflow as tf
+timeout = float(sys.argv[1])
+@tf.function
+def reduce(x):
+    return tf.raw_ops.CollectiveReduceV2(
+        input=x, group_size=1, group_key=1, instance_key=1, ordering_token=[], merge_op="Add",
+        final_op="Id", timeout_seconds=timeout)
+x = tf.constant([1.0])
+reduce(x)
+before = len(os.listdir("/proc/self/task"))
+for _ in range(300):
+    reduce(x)
+print("GROWTH", len(os.listdir("/proc/self/task")) - before)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("timeout,least,most", [(30, 300, None), (0, None, 20)],
+                         ids=["with_timeout", "without_timeout"])
+def test_plain_collective_with_timeout_holds_threads(python_run, timeout, least, most):
+    """The TF 2.15 fact behind the watchdog: each collective launched with a timeout keeps
+    a thread until the timeout passes (300 finished collectives: about 600 threads)."""
+    result = python_run(["-c", _COLLECTIVES, str(timeout)], timeout=120)
+    growth = int(re.search(r"^GROWTH (-?\d+)$", result.stdout, re.M).group(1))
+    assert least is None or growth >= least, growth
+    assert most is None or growth <= most, growth

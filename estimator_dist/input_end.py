@@ -1,21 +1,28 @@
-"""Every worker of a "multi_worker" run ends its finite input at the same step.
+"""Every worker of a "multi_worker" run ends its finite input after the same step.
 
 Under ``MultiWorkerMirroredStrategy`` each worker reads its own input. When one worker's
-input ends (uneven shards, or a last partial batch on one worker only), its next
+input ends (uneven shards, or an epoch loop whose shards differ by a batch), its next
 ``get_next`` fails with ``OutOfRangeError`` before the step's all-reduce, while the other
-workers wait in that all-reduce for it; and a collective that a failed step leaves
-behind fails every later one ("Restart your program to reset").
+workers wait in that all-reduce for it without end. Nor may the step that ends the
+input run a collective: a step that fails while a peer still reads its collective's
+buffers aborts it, and every later collective of the process fails ("Restart your
+program to reset").
 
-So each element of a finite input carries a flag, "this worker has data", and the input
-goes on after its end with padding elements flagged False (zeros of the element's
-shapes). Each step all-reduces the flag (one number, before the model runs on the
-element); when any worker is out of data, every worker's step raises ``OutOfRangeError``
-at once (a ``py_func`` raising ``StopIteration``), before any other collective of the
-step, so Estimator's monitored session ends training normally on every worker after
-the same step. Padding never reaches the model. An input whose cardinality is infinite
-(``repeat()`` without a count) cannot end and pays nothing: it is left as it is. Under
-several steps per ``Session.run`` (``steps_per_run``) no hook runs between the steps:
-there the input is read as TensorFlow reads it, without the check.
+So a finite input is read one element ahead: each element carries two flags, "this
+worker has data" and "another element follows" (counted when the cardinality is known,
+else from a second pass over the input one element ahead), and after its end the input
+goes on with padding (zeros of the element's shapes) flagged False. Each step
+all-reduces both flags, one collective of two numbers that every worker runs at every
+step. When a worker has no element after this one, ``EndTogetherHook`` stops training
+after this step on every worker (``request_stop``), so no iterator reaches its end, no
+step fails and every collective completes. Padding never reaches the model: only a
+worker whose input is empty from the start makes the first step fail, on every worker,
+with ``OutOfRangeError`` (a ``py_func`` raising ``StopIteration``).
+
+An input whose cardinality is infinite (``repeat()`` without a count) cannot end and
+pays nothing: it is left as it is. Under several steps per ``Session.run``
+(``steps_per_run``) no hook runs between the steps: there the flags are dropped and the
+input is read as TensorFlow reads it.
 """
 import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib

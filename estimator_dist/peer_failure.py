@@ -19,6 +19,7 @@ import socket
 import tensorflow as tf
 
 from estimator_dist import cluster, rendezvous
+from estimator_dist.errors import EnvironmentFault
 
 PROBE_SECONDS = 3.0
 _MAX_PROBES = 16  # Peers asked at once.
@@ -27,8 +28,9 @@ _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 
 _SETTINGS_FRAME_TYPE = 4
 
 
-class PeerLostError(RuntimeError):
-    """A multi-worker training session failed and cannot recover in this process."""
+class PeerLostError(EnvironmentFault, RuntimeError):
+    """A multi-worker training session failed and cannot recover in this process (the
+    CLI prints it as one line and exits 1)."""
 
 
 def peer_state(host, port, timeout=PROBE_SECONDS):

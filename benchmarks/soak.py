@@ -228,6 +228,13 @@ def _rate(samples):
     return (samples[-1]["step"] - samples[0]["step"]) / (samples[-1]["t"] - samples[0]["t"])
 
 
+def _half_slope(half, key):
+    """The slope per hour of ``key`` over the samples ``half`` (0 for too few samples)."""
+    if len(half) < 3:
+        return 0.0
+    return slope_per_hour([s["t"] for s in half], [s[key] for s in half])
+
+
 def _grows(key, slope, half):
     """Whether ``slope`` (per hour) over the samples ``half`` is growth without bound."""
     span = (half[-1]["t"] - half[0]["t"]) / 3600 if half else 0.0
@@ -252,15 +259,13 @@ def judge(result, max_threads=None):
             if key == "dir_mib":
                 continue
             values = [s[key] for s in samples]
-            slope = slope_per_hour([s["t"] for s in half], [s[key] for s in half]) if len(
-                half) > 2 else 0.0
+            slope = _half_slope(half, key)
             row[key] = (values[0], values[-1], max(values), slope)
             if _grows(key, slope, half):
                 faults.append(f"{task}: {key} grows {slope:.0f} per hour (limit {limit})")
         rows.append(row)
     half = _second_half(directory, start)
-    dir_slope = slope_per_hour([s["t"] for s in half], [s["dir_mib"] for s in half]) if len(
-        half) > 2 else 0.0
+    dir_slope = _half_slope(half, "dir_mib")
     if _grows("dir_mib", dir_slope, half):
         faults.append(f"model dir grows {dir_slope:.0f} MiB per hour without its events")
     training = [s for s in directory if s["t"] >= start]
@@ -276,11 +281,10 @@ def judge(result, max_threads=None):
         faults.append(f"the run ended early with exit code {result['ended']} "
                       f"(see {result['log']})")
     last = directory[-1] if directory else {"dir_mib": 0, "events_mib": 0, "step": 0, "t": 1}
-    rows.append({"task": "model dir", "start": start, "dir_mib": last["dir_mib"], "dir_slope": dir_slope,
-                 "events_mib": last["events_mib"], "events_rate": slope_per_hour(
-                     [s["t"] for s in half], [s["events_mib"] for s in half]) if len(
-                         half) > 2 else 0.0,
-                 "steps": last["step"], "early": early, "late": late})
+    rows.append({"task": "model dir", "start": start, "dir_mib": last["dir_mib"],
+                 "dir_slope": dir_slope, "events_mib": last["events_mib"],
+                 "events_rate": _half_slope(half, "events_mib"), "steps": last["step"],
+                 "early": early, "late": late})
     return rows, faults
 
 

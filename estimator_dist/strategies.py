@@ -17,6 +17,7 @@ import logging
 
 import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
+from tensorflow.python.eager import context
 
 from estimator_dist import _extended, cluster, divergence, rendezvous, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
@@ -175,6 +176,26 @@ def setup_cpu_replicas(num_devices):
             "runs, e.g. at the top of your script.") from None
 
 
+def check_collectives_configurable():
+    """Raises when collective ops can no longer be configured (the runtime started).
+
+    ``MultiWorkerMirroredStrategy`` configures them in eager mode (TF2 behaviour), which
+    TensorFlow allows only before its runtime starts; after any eager op it raises
+    "Collective ops must be configured at program startup", and only once the task has
+    waited for its peers. This says what to do, before the wait. In graph mode (TF1
+    behaviour) the session configures them, late or not.
+    """
+    eager = context.context()
+    # pylint: disable=protected-access
+    if (tf.compat.v1.executing_eagerly_outside_functions() and eager._initialized
+            and eager._collective_leader is None):
+        raise RuntimeError(
+            "multi_worker configures TensorFlow's collective ops, which must happen before "
+            "the TensorFlow runtime starts, but it already started: call "
+            "estimator_dist.make_run_config at the start of the program, before any "
+            "TensorFlow op runs.")
+
+
 def _default(num_replicas, options, tf_config):
     del num_replicas, options, tf_config  # One replica (build() checks); no options.
     return StrategySetup(cpu_devices=cpu_device_count())
@@ -210,6 +231,7 @@ def _multi_worker(num_replicas, options, tf_config):
         return StrategySetup(local, None, cpu_devices=cpu_device_count())
     timeout = options.get("collective_timeout", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)
     check_positive_int("collective_timeout", timeout)
+    check_collectives_configurable()
     strategy = rendezvous.form_cluster(lambda: _MultiWorkerMirroredStrategy(
         communication_options=tf.distribute.experimental.CommunicationOptions(
             timeout_seconds=timeout)), options.get("rendezvous_timeout"), tf_config=tf_config)

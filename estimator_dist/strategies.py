@@ -181,9 +181,8 @@ def check_collectives_configurable():
 
     ``MultiWorkerMirroredStrategy`` configures them in eager mode (TF2 behaviour), which
     TensorFlow allows only before its runtime starts; after any eager op it raises
-    "Collective ops must be configured at program startup", and only once the task has
-    waited for its peers. This says what to do, before the wait. In graph mode (TF1
-    behaviour) the session configures them, late or not.
+    "Collective ops must be configured at program startup", which names no fix. In graph
+    mode (TF1 behaviour) the session configures them, late or not.
     """
     eager = context.context()
     # pylint: disable=protected-access
@@ -231,10 +230,15 @@ def _multi_worker(num_replicas, options, tf_config):
         return StrategySetup(local, None, cpu_devices=cpu_device_count())
     timeout = options.get("collective_timeout", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)
     check_positive_int("collective_timeout", timeout)
-    check_collectives_configurable()
-    strategy = rendezvous.form_cluster(lambda: _MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            timeout_seconds=timeout)), options.get("rendezvous_timeout"), tf_config=tf_config)
+
+    def build():
+        check_collectives_configurable()
+        return _MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                timeout_seconds=timeout))
+
+    strategy = rendezvous.form_cluster(build, options.get("rendezvous_timeout"),
+                                       tf_config=tf_config)
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
@@ -299,7 +303,7 @@ def build(name, num_replicas=None, *, tf_config=None, **options):
                              f"{' and '.join(map(repr, strategy_table.CLUSTER_NAMES))} only. "
                              f"Received: strategy={name!r}")
     elif tf_config is None:
-        tf_config = cluster.tf_config_from_env()
+        tf_config = cluster.tf_config_from_env(strategy=name)
     elif not isinstance(tf_config, cluster.TFConfig):
         raise UsageError(f"tf_config must be a TFConfig (estimator_dist.parse_tf_config or "
                          f"resolve_cluster returns one). Received: {type(tf_config).__name__}")

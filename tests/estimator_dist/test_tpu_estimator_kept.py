@@ -5,16 +5,19 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
+from tests.conftest import assert_passes_under_tf1_behaviour
 
 _TPU = tf.compat.v1.estimator.tpu
 _MODES = tf.estimator.ModeKeys
 
 
 def _recording_model_fn(seen):
-    """A TPUEstimator-style model_fn that records ``(mode, params["batch_size"], rows)``."""
+    """A TPUEstimator-style model_fn that records ``(mode, params["batch_size"], rows)``
+    (rows: a Dimension under TF1 behaviour, hence ``dimension_value``)."""
 
     def model_fn(features, labels, mode, params):
-        seen.append((mode, params["batch_size"], features["x"].shape[0]))
+        seen.append((mode, params["batch_size"],
+                     tf.compat.dimension_value(features["x"].shape[0])))
         logits = tf.compat.v1.layers.dense(features["x"], 2)
         if mode == _MODES.PREDICT:
             return _TPU.TPUEstimatorSpec(mode, predictions={"logits": logits})
@@ -93,3 +96,9 @@ def test_make_estimator_batch_sizes_kept_in_deep_copies(model_dir):
         _recording_model_fn(seen), config, batch_size=16, eval_batch_size=8))
     estimator.evaluate(_input_fn, steps=1)
     assert seen == [(_MODES.EVAL, 8, 8)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_module_under_tf1_behaviour():
+    assert_passes_under_tf1_behaviour(__file__, "-m", "not slow", timeout=240)

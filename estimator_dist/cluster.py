@@ -5,6 +5,7 @@ gives one sentence naming the fault instead of a hang or a deep stack trace.
 """
 import dataclasses
 import json
+import os
 
 from estimator_dist.errors import UsageError
 
@@ -103,9 +104,7 @@ def parse_tf_config(text):
       UsageError: naming ``TF_CONFIG`` and the fault.
     """
     if not text:
-        raise UsageError(
-            "TF_CONFIG must be set for strategy 'multi_worker' (a JSON cluster and task, "
-            "or start the tasks with `python -m estimator_dist.launch`). Received: nothing")
+        raise missing_tf_config("multi_worker")
     try:
         config = json.loads(text)
     except json.JSONDecodeError as error:
@@ -117,11 +116,24 @@ def parse_tf_config(text):
     return TFConfig(cluster=spec, task_type=task_type, task_index=index)
 
 
-def tf_config_from_env(environ=None):
+def missing_tf_config(strategy):
+    """The error for a cluster ``strategy`` run where no cluster source is set."""
+    return UsageError(
+        f"TF_CONFIG must be set for strategy {strategy!r} (a JSON cluster and task, or start "
+        f"the tasks with `python -m estimator_dist.launch`). Received: nothing")
+
+
+def tf_config_from_env(environ=None, *, strategy="multi_worker"):
     """Returns this task's validated cluster, from ``TF_CONFIG`` or a cluster manager's
-    variables (see ``cluster_sources``), and leaves it in ``environ["TF_CONFIG"]``."""
+    variables (see ``cluster_sources``), and leaves it in ``environ["TF_CONFIG"]``.
+
+    With none of them set, the error names ``strategy``.
+    """
     from estimator_dist import cluster_sources  # pylint: disable=import-outside-toplevel
 
+    environ = os.environ if environ is None else environ
+    if not any(environ.get(variable) for _, variable, _ in cluster_sources.SOURCES):
+        raise missing_tf_config(strategy)
     return cluster_sources.use_cluster(environ)
 
 

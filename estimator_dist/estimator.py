@@ -1,19 +1,22 @@
 """Builds the Estimator for a RunConfig: ``tf.estimator.Estimator`` or ``TPUEstimator``."""
+import contextlib
 import functools
 import inspect
+import types
 
 import tensorflow as tf
 
 from estimator_dist import steps_per_run as steps_per_run_lib
-from estimator_dist.errors import UsageError
+from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.input_checks import PerReplicaBatchParams
 from estimator_dist.run_config import TPURunConfig
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
+_MODE = tf.estimator.ModeKeys
 
 
-def make_estimator(model_fn, config, params=None, *, batch_size=None, warm_start_from=None,
-                   steps_per_run=None):
+def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch_size=None,
+                   predict_batch_size=None, warm_start_from=None, steps_per_run=None):
     """Returns the Estimator that runs ``model_fn`` under ``config``.
 
     A plain ``tf.estimator.Estimator`` for every strategy but "tpu"; for "tpu" a
@@ -23,38 +26,99 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, warm_start
 
     A TPUEstimator program runs unchanged on the plain Estimator too: a
     ``TPUEstimatorSpec`` its model_fn returns becomes an ``EstimatorSpec``
-    (``as_estimator_spec()``), and given ``batch_size`` (global) its input_fn finds
-    ``params["batch_size"]`` = the per-replica batch, as TPUEstimator gives per shard.
+    (``as_estimator_spec()``), and given ``batch_size`` (global) its input_fn and model_fn
+    find ``params["batch_size"]`` = the per-replica batch, as TPUEstimator gives per shard.
+    ``batch_size``, ``eval_batch_size`` and ``predict_batch_size`` are TPUEstimator's
+    ``train_batch_size``, ``eval_batch_size`` and ``predict_batch_size``: global, one per
+    mode (the eval and predict sizes default to ``batch_size``).
 
     ``steps_per_run`` (default: the config's, see ``make_run_config``; else 1) trains that
     many steps per ``Session.run`` off TPU (``steps_per_run.LoopEstimator``); on TPU the
     config's ``iterations_per_loop`` does that.
     """
+    sizes = {_MODE.TRAIN: batch_size, _MODE.EVAL: eval_batch_size or batch_size,
+             _MODE.PREDICT: predict_batch_size or batch_size}
     if not isinstance(config, TPURunConfig):
-        if batch_size is not None:
-            params = _with_per_replica_batch(params, batch_size, config.train_distribute)
         model_fn = _estimator_spec_model_fn(model_fn)
         steps = steps_per_run_lib.steps_per_run_of(config, steps_per_run)
+        if batch_size is None:
+            by_mode = {}
+        else:
+            by_mode = _per_replica_params(params, sizes, config)
+            params = by_mode[_MODE.TRAIN]
         if steps > 1:
-            return steps_per_run_lib.LoopEstimator(
+            estimator = steps_per_run_lib.LoopEstimator(
                 model_fn, config=config, params=params, warm_start_from=warm_start_from,
                 steps_per_run=steps)
-        return tf.estimator.Estimator(model_fn, config=config, params=params,
-                                      warm_start_from=warm_start_from)
+        else:
+            estimator = tf.estimator.Estimator(model_fn, config=config, params=params,
+                                               warm_start_from=warm_start_from)
+        return _with_params_by_mode(estimator, by_mode)
     if batch_size is None:
         raise UsageError("batch_size must be given for a TPUEstimator. Received: batch_size=None")
     return tf.compat.v1.estimator.tpu.TPUEstimator(
         model_fn, config=config, params=params, use_tpu=config.use_tpu,
-        train_batch_size=batch_size, eval_batch_size=batch_size,
-        predict_batch_size=batch_size, warm_start_from=warm_start_from)
+        train_batch_size=batch_size, eval_batch_size=sizes[_MODE.EVAL],
+        predict_batch_size=sizes[_MODE.PREDICT], warm_start_from=warm_start_from)
 
 
-def _with_per_replica_batch(params, batch_size, strategy):
-    replicas = strategy.num_replicas_in_sync if strategy is not None else 1
-    if batch_size % replicas:
-        raise UsageError(f"batch_size must be a multiple of the {replicas} replicas. "
-                         f"Received: batch_size={batch_size}")
-    return PerReplicaBatchParams(params or {}, batch_size=batch_size // replicas)
+def _per_replica_params(params, sizes, config):
+    """{mode: params whose "batch_size" is that mode's per-replica batch}.
+
+    Training runs under ``train_distribute``, evaluation under ``eval_distribute`` (one
+    device when None), prediction on one device.
+    """
+    strategies = {_MODE.TRAIN: config.train_distribute,
+                  _MODE.EVAL: config.eval_distribute, _MODE.PREDICT: None}
+    names = {_MODE.TRAIN: "batch_size", _MODE.EVAL: "eval_batch_size",
+             _MODE.PREDICT: "predict_batch_size"}
+    by_mode = {}
+    for mode, size in sizes.items():
+        check_positive_int(names[mode], size)
+        strategy = strategies[mode]
+        replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+        if size % replicas:
+            raise UsageError(f"{names[mode]} must be a multiple of the {replicas} replicas. "
+                             f"Received: {names[mode]}={size}")
+        by_mode[mode] = PerReplicaBatchParams(params or {}, batch_size=size // replicas)
+    return by_mode
+
+
+def _with_params_by_mode(estimator, by_mode):
+    """``estimator``, handing its input_fn and model_fn ``by_mode[mode]`` as ``params``.
+
+    Estimator reads ``params`` in ``_call_input_fn`` and ``_call_model_fn``; these are
+    wrapped on the instance, as bound methods so that Estimator's deep copies (a cluster's
+    workers train copies) wrap the copy (Estimator refuses subclasses that override its
+    members). Unchanged when the modes' batches are all the same.
+    """
+    if len({p["batch_size"] for p in by_mode.values()}) < 2:
+        return estimator
+    # pylint: disable=protected-access
+    estimator._params_by_mode = by_mode
+    estimator._call_input_fn = types.MethodType(_call_input_fn_by_mode, estimator)
+    estimator._call_model_fn = types.MethodType(_call_model_fn_by_mode, estimator)
+    return estimator
+
+
+@contextlib.contextmanager
+def _params_of(estimator, mode):
+    # pylint: disable=protected-access
+    kept, estimator._params = estimator._params, estimator._params_by_mode[mode]
+    try:
+        yield
+    finally:
+        estimator._params = kept
+
+
+def _call_input_fn_by_mode(self, input_fn, mode, input_context=None):
+    with _params_of(self, mode):
+        return type(self)._call_input_fn(self, input_fn, mode, input_context)
+
+
+def _call_model_fn_by_mode(self, features, labels, mode, config):
+    with _params_of(self, mode):
+        return type(self)._call_model_fn(self, features, labels, mode, config)
 
 
 def _estimator_spec_model_fn(model_fn):

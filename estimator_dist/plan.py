@@ -83,7 +83,9 @@ def task_of(strategy):
 
     Reads the environment only; starts no TensorFlow runtime.
     """
-    return cluster.tf_config_from_env() if strategy_table.kind_of(strategy).cluster else None
+    if not strategy_table.kind_of(strategy).cluster:
+        return None
+    return cluster.tf_config_from_env(strategy=strategy)
 
 
 def resolve(strategy, task=None, *, num_replicas=None, **run_config_kwargs):

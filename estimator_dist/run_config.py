@@ -4,8 +4,10 @@ import os
 import sys
 
 import tensorflow as tf
+from tensorflow_estimator.python.estimator import run_config as run_config_lib
 
 from estimator_dist import cluster_train, early_stopping, strategies, strategy_table
+from estimator_dist import tpu_estimator_kept
 from estimator_dist.errors import UsageError, check_positive_int
 
 DEFAULT_ITERATIONS_PER_LOOP = 100
@@ -13,6 +15,45 @@ DEFAULT_ITERATIONS_PER_LOOP = 100
 TPU_RUN_CONFIG_ARGS = ("cluster", "master", "tpu_config", "tpu_zone", "gcp_project",
                        "iterations_per_loop")
 _LOG = logging.getLogger(__name__)
+# Keys of RunConfig.replace that make_run_config derives from the strategy name.
+_STRATEGY_KEYS = ("train_distribute", "eval_distribute", "experimental_distribute")
+
+
+def _replace_kwargs(config, kwargs):
+    """``RunConfig.replace``'s arguments with the strategy's wiring kept.
+
+    A ``session_config`` gets the CPU devices the strategy places replicas on (without
+    them TensorFlow fails with "Cannot assign a device ... CPU:1"), as
+    ``make_run_config(session_config=...)`` gives it; ``model_dir`` is read as
+    ``RunConfig`` reads it (a path-like becomes a str); the strategy keys are refused.
+    """
+    for key in _STRATEGY_KEYS:
+        if key in kwargs:
+            raise UsageError(
+                f"{key} is set by make_run_config from the strategy name; call "
+                "estimator_dist.make_run_config(STRATEGY, ...) again for another strategy. "
+                f"Received: {key}={kwargs[key]!r}")
+    if "session_config" in kwargs:
+        devices = config.session_config.device_count.get("CPU", 1)
+        kwargs["session_config"] = cpu_session_config(devices, kwargs["session_config"])
+    if "model_dir" in kwargs:
+        if kwargs["model_dir"] == "":
+            raise UsageError("model_dir must be a non-empty path or None. Received: "
+                             "model_dir=''")
+        kwargs["model_dir"] = run_config_lib.path_to_str(kwargs["model_dir"])
+    return kwargs
+
+
+class StrategyRunConfig(tf.estimator.RunConfig):
+    """The ``RunConfig`` ``make_run_config`` returns for a tf.distribute strategy.
+
+    Its ``replace`` keeps the strategy's wiring (``_replace_kwargs``): official programs
+    write ``RunConfig().replace(session_config=...)``, and TensorFlow's ``replace`` would
+    drop the logical CPU devices the replicas run on.
+    """
+
+    def replace(self, **kwargs):
+        return super().replace(**_replace_kwargs(self, kwargs))
 
 
 class TPURunConfig(tf.compat.v1.estimator.tpu.RunConfig):
@@ -42,6 +83,9 @@ class TPURunConfig(tf.compat.v1.estimator.tpu.RunConfig):
                 "estimator_dist.make_estimator(model_fn, config, params, batch_size=GLOBAL_BATCH). "
                 f"Received: {type(owner).__name__}")
         return super().train_distribute
+
+    def replace(self, **kwargs):
+        return super().replace(**_replace_kwargs(self, kwargs))
 
 
 def cpu_session_config(cpu_devices, base=None):
@@ -176,7 +220,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     Raises:
       UsageError (a ValueError): an unknown strategy, a bad ``num_replicas``, a bad
         ``TF_CONFIG`` under "multi_worker" or "parameter_server", or no TPU under "tpu".
-      RuntimeError: "mirrored" on CPU after the TF runtime started with fewer devices.
+      RuntimeError: "mirrored" on CPU after the TF runtime started with fewer devices, or
+        "multi_worker" after it started under TF2 behaviour.
     """
     for key in ("train_distribute", "eval_distribute"):
         if key in run_config_kwargs:
@@ -203,10 +248,11 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
                                                            rendezvous_timeout)
     setup = strategies.build(strategy, num_replicas, tf_config=tf_config, **options)
     early_stopping.install()
+    tpu_estimator_kept.install()
     if kind.cluster:
         cluster_train.install()
     config = cpu_session_config(setup.cpu_devices, run_config_kwargs.pop("session_config", None))
-    run_config = tf.estimator.RunConfig(
+    run_config = StrategyRunConfig(
         model_dir=model_dir, train_distribute=setup.train_distribute,
         eval_distribute=setup.eval_distribute, session_config=config, **run_config_kwargs)
     return with_steps_per_run(run_config, steps_per_run)

@@ -117,7 +117,12 @@ def make_record(settings, data):
 def write(model_dir, record):
     """Writes ``record`` to ``model_dir`` atomically (a reader never sees half a file)."""
     temporary = path(model_dir) + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(record, file, indent=2, sort_keys=True)
-        file.write("\n")
-    os.replace(temporary, path(model_dir))
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(record, file, indent=2, sort_keys=True)
+            file.write("\n")
+        os.replace(temporary, path(model_dir))
+    except OSError:
+        if os.path.exists(temporary):  # A full disk: leave no half-written file behind.
+            os.remove(temporary)
+        raise

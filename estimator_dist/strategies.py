@@ -17,6 +17,7 @@ import logging
 
 import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
+from tensorflow.python.eager import context
 
 from estimator_dist import (_extended, cluster, divergence, input_end, rendezvous,
                             strategy_table, watchdog)
@@ -186,6 +187,25 @@ def setup_cpu_replicas(num_devices):
             "runs, e.g. at the top of your script.") from None
 
 
+def check_collectives_configurable():
+    """Raises when collective ops can no longer be configured (the runtime started).
+
+    ``MultiWorkerMirroredStrategy`` configures them in eager mode (TF2 behaviour), which
+    TensorFlow allows only before its runtime starts; after any eager op it raises
+    "Collective ops must be configured at program startup", which names no fix. In graph
+    mode (TF1 behaviour) the session configures them, late or not.
+    """
+    eager = context.context()
+    # pylint: disable=protected-access
+    if (tf.compat.v1.executing_eagerly_outside_functions() and eager._initialized
+            and eager._collective_leader is None):
+        raise RuntimeError(
+            "multi_worker configures TensorFlow's collective ops, which must happen before "
+            "the TensorFlow runtime starts, but it already started: call "
+            "estimator_dist.make_run_config at the start of the program, before any "
+            "TensorFlow op runs.")
+
+
 def _default(num_replicas, options, tf_config):
     del num_replicas, options, tf_config  # One replica (build() checks); no options.
     return StrategySetup(cpu_devices=cpu_device_count())
@@ -223,8 +243,13 @@ def _multi_worker(num_replicas, options, tf_config):
     check_positive_int("collective_timeout", timeout)
     # No timeout on the collectives: in TF 2.15 each one would hold a thread for the whole
     # timeout. The watchdog bounds a stalled step instead.
-    strategy = rendezvous.form_cluster(_MultiWorkerMirroredStrategy,
-                                       options.get("rendezvous_timeout"), tf_config=tf_config)
+
+    def build():
+        check_collectives_configurable()
+        return _MultiWorkerMirroredStrategy()
+
+    strategy = rendezvous.form_cluster(build, options.get("rendezvous_timeout"),
+                                       tf_config=tf_config)
     return StrategySetup(watchdog.watch(strategy, timeout), None,
                          cpu_devices=cpu_device_count())
 
@@ -290,7 +315,7 @@ def build(name, num_replicas=None, *, tf_config=None, **options):
                              f"{' and '.join(map(repr, strategy_table.CLUSTER_NAMES))} only. "
                              f"Received: strategy={name!r}")
     elif tf_config is None:
-        tf_config = cluster.tf_config_from_env()
+        tf_config = cluster.tf_config_from_env(strategy=name)
     elif not isinstance(tf_config, cluster.TFConfig):
         raise UsageError(f"tf_config must be a TFConfig (estimator_dist.parse_tf_config or "
                          f"resolve_cluster returns one). Received: {type(tf_config).__name__}")

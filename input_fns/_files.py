@@ -1,5 +1,13 @@
-"""File lists: expand patterns, fail early and by name on a missing file."""
+"""File lists: expand patterns, fail early and by name on a missing or irregular file."""
+import os
+import stat
+
 import tensorflow as tf
+
+# A local path's kind, when it is not a regular file, by its stat mode test.
+_IRREGULAR = (("a directory", stat.S_ISDIR), ("a named pipe", stat.S_ISFIFO),
+              ("a character device", stat.S_ISCHR), ("a block device", stat.S_ISBLK),
+              ("a socket", stat.S_ISSOCK))
 
 
 def _as_list(file_pattern):
@@ -23,8 +31,25 @@ def expand(file_pattern):
         matches = sorted(tf.io.gfile.glob(pattern))
         if not matches:
             raise FileNotFoundError(f"file_pattern matched no file. Received: {pattern!r}")
+        for path in matches:
+            _check_regular(path)
         paths.extend(matches)
     return paths
+
+
+def _check_regular(path):
+    """Raises unless a local ``path`` is a regular file (or a link to one).
+
+    A named pipe blocks its reader, and a device such as ``/dev/zero`` never ends.
+    Remote paths (``gs://...``) are left to their file system.
+    """
+    if "://" in path:
+        return
+    mode = os.stat(path).st_mode
+    for kind, test in _IRREGULAR:
+        if test(mode):
+            raise ValueError(f"file_pattern must match regular files. Received: {path!r} "
+                             f"({kind})")
 
 
 def file_sizes(paths):

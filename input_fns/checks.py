@@ -7,9 +7,11 @@ or non-numeric CSV row, a corrupt or truncated TFRecord, an ``x`` of another siz
 NaN or Inf, a label outside ``[0, num_classes)``. Records past the sample are still
 checked by the pipeline itself when it reads them.
 """
+import contextlib
 import csv
 import dataclasses
 import math
+import sys
 
 import tensorflow as tf
 
@@ -17,6 +19,9 @@ from input_fns import _files, _records
 from input_fns.files import _infer_format
 
 DEFAULT_LIMIT = 1000  # Records read per file.
+# The longest float field tf.io.decode_csv reads in TF 2.15 ("... is not a valid float"
+# past it, spaces included; int fields have no such limit).
+MAX_FLOAT_CHARS = 31
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,9 +58,29 @@ def _number(text, kind, where):
                      repr(text), where) from None
 
 
+def _float(text, where):
+    """A float field that TensorFlow's CSV reader reads too (it reads none longer)."""
+    if len(text) > MAX_FLOAT_CHARS:
+        raise _fault(f"hold numbers of at most {MAX_FLOAT_CHARS} characters (TensorFlow's CSV "
+                     "reader reads no longer ones)", f"a field of {len(text):,} characters",
+                     where)
+    return _number(text, float, where)
+
+
+@contextlib.contextmanager
+def _any_field_size():
+    """Lets Python's csv read fields of any length (its default stops at 131,072
+    characters with "field larger than field limit"), so a long field is named."""
+    kept = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(kept)
+
+
 def _csv_records(path, label, limit):
     """Yields (where, x values, label) of the first ``limit`` rows of a CSV file."""
-    with tf.io.gfile.GFile(path, "r") as stream:
+    with tf.io.gfile.GFile(path, "r") as stream, _any_field_size():
         rows = csv.reader(stream)
         header = [name.strip() for name in next(rows, [])]
         if label not in header:
@@ -68,11 +93,11 @@ def _csv_records(path, label, limit):
             if len(row) != len(header):
                 raise _fault(f"have the header's {len(header)} fields", f"{len(row)} fields",
                              where)
-            values = [_number(v, float, where) for i, v in enumerate(row) if i != column]
+            values = [_float(v, where) for i, v in enumerate(row) if i != column]
             yield where, values, _number(row[column], int, where)
 
 
-def _tfrecord_records(path, label, limit):
+def tfrecord_records(path, label, limit):
     """Yields (where, x values, label) of the first ``limit`` records of a TFRecord file."""
     size, offset = _files.file_sizes([path])[0], 0
     # A plain Python reader: works with and without v2 behavior (eager) enabled.
@@ -95,6 +120,7 @@ def _tfrecord_records(path, label, limit):
             raise _fault("be tf.train.Example protos", "undecodable bytes", where) from None
         if "x" not in feature or label not in feature:
             raise _fault(f"have features x and {label!r}", sorted(feature), where)
+        check_feature_kinds(feature, label, where)
         labels = feature[label].int64_list.value
         if len(labels) != 1:
             raise _fault(f"have one int64 {label!r}", list(labels), where)
@@ -104,7 +130,17 @@ def _tfrecord_records(path, label, limit):
                      f"{offset} of {size} bytes readable", f"{path} record {index}")
 
 
-_READERS = {"csv": _csv_records, "tfrecord": _tfrecord_records}
+def check_feature_kinds(feature, label, where):
+    """Raises unless ``x`` is a non-empty float list and ``label`` an int64 list (the
+    pipeline parses them so, and fails on any other kind only once training reads it)."""
+    for name, kind in (("x", "float_list"), (label, "int64_list")):
+        found = feature[name].WhichOneof("kind")
+        if found != kind or (name == "x" and not feature[name].float_list.value):
+            raise _fault(f"have {name!r} as a non-empty {kind} feature",
+                         found or "an empty feature", where)
+
+
+_READERS = {"csv": _csv_records, "tfrecord": tfrecord_records}
 
 
 def check_files(file_pattern, file_format=None, *, label="label", num_classes=None,

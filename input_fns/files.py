@@ -40,12 +40,10 @@ def _inferred(x_shape, size, where):
 
 def _first_record_size(path, label):
     """How many values feature ``x`` has in the first record of a TFRecord file."""
-    for record in tf.data.TFRecordDataset(path).take(1).as_numpy_iterator():
-        feature = tf.train.Example.FromString(record).features.feature
-        if "x" not in feature:
-            raise ValueError(f"TFRecord files must have features x and {label!r}. Received: "
-                             f"features {sorted(feature)} in the first record of {path}")
-        return len(feature["x"].float_list.value)
+    from input_fns import checks  # pylint: disable=import-outside-toplevel  (checks imports this)
+
+    for _, values, _ in checks.tfrecord_records(path, label, limit=1):
+        return len(values)
     raise ValueError(f"TFRecord file must hold records. Received: empty file {path}")
 
 

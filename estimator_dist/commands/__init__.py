@@ -6,3 +6,11 @@ Nothing in the library imports from here. Each command has one shape (``cli.py``
 pinned entry points ``python -m estimator_dist.train``, ``.launch``, ``.report`` and
 ``.migrate`` are thin modules one level up that call ``main``.
 """
+import os
+import sys
+
+# TensorFlow reads its C++ log level once, when first imported, and a command's modules
+# import it before its flags are parsed: quiet its INFO lines (oneDNN, cpu_feature_guard)
+# unless the command line asks for --verbose. A level the user set is kept.
+if "--verbose" not in sys.argv[1:]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

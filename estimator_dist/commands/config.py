@@ -14,11 +14,23 @@ _POSITIVE_INTS = ("num_replicas", "max_steps", "batch_size", "save_checkpoints_s
                   "eval_steps", "collective_timeout", "rendezvous_timeout", "steps_per_run")
 _OPTIONAL_STRS = ("model_dir", "tpu_name", "export_dir")
 _BOOLS = ("tpu_validate", "export", "verbose")
-# Upper bounds, each named in its error: a global step far past any real run, more
-# replicas than one machine holds, and more evaluations than a run can use.
+# Upper bounds, each named in its error and in the flag's --help: a global step far past
+# any real run, more replicas than one machine holds, more evaluations than a run can use,
+# a day of waiting, and what TensorFlow and numpy take as a seed.
 MAX_STEPS = 2**31 - 1
 MAX_REPLICAS = 64
 MAX_CHECKPOINTS = 10_000  # max_steps / save_checkpoints_steps: one evaluation each.
+MAXIMA = {
+    "max_steps": MAX_STEPS,
+    "num_replicas": MAX_REPLICAS,
+    "batch_size": 2**20,
+    "save_checkpoints_steps": MAX_STEPS,
+    "eval_steps": MAX_STEPS,
+    "collective_timeout": 86_400,
+    "rendezvous_timeout": 86_400,
+    "steps_per_run": 10_000,
+    "seed": 2**31 - 1,
+}
 # Settings that do something only in one mode: name -> (the mode's setting, its value).
 _MODE_SETTINGS = {
     "tpu_name": ("strategy", "tpu"),
@@ -135,8 +147,8 @@ def _check_at_most(name, value, limit):
 
 
 def _check_bounds(settings):
-    _check_at_most("max_steps", settings.max_steps, MAX_STEPS)
-    _check_at_most("num_replicas", settings.num_replicas, MAX_REPLICAS)
+    for name, limit in MAXIMA.items():
+        _check_at_most(name, getattr(settings, name), limit)
     every = settings.save_checkpoints_steps
     if every and settings.max_steps and settings.max_steps // every > MAX_CHECKPOINTS:
         raise UsageError(

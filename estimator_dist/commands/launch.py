@@ -18,6 +18,7 @@ network namespace: keep the nodes on a private network (docs/security.md).
 """
 import argparse
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -32,6 +33,11 @@ from estimator_dist.errors import UsageError
 _POLL_SECONDS = 0.2
 _STOP_GRACE_SECONDS = 10
 _BASE_PORT = 2222
+# What one local task takes of the machine, for the bound on task counts: open files in
+# this process (its port probe and output pipe, with room to spare) and memory (a process
+# that has imported TensorFlow holds about this much before it trains).
+_FILES_PER_TASK = 4
+_MEMORY_PER_TASK = 256 * 2**20
 # After a forwarded SIGTERM/SIGINT tasks save a checkpoint before they exit: give them time,
 # and no second signal (which would stop them at once).
 _SIGNALLED_GRACE_SECONDS = 30
@@ -57,10 +63,13 @@ def launch_parser(subparsers=None):
         "launch", "Run COMMAND once per task of a local cluster, each with its TF_CONFIG.",
         subparsers)
     parser.add_argument("--workers", type=cli.non_negative_int, required=True,
-                        help="training workers (worker 0 is the chief); per node with --nodes")
+                        help="training workers (worker 0 is the chief); per node with --nodes; "
+                             f"with --ps and --evaluator at most {max_local_tasks():,} tasks "
+                             "on this machine (open files and memory)")
     parser.add_argument("--evaluator", action="store_true", help="add an evaluator task")
     parser.add_argument("--ps", type=cli.non_negative_int, default=0,
-                        help="parameter servers (adds a chief; default: 0); per node with --nodes")
+                        help="parameter servers (adds a chief; default: 0); per node with "
+                             "--nodes; counted in the --workers bound")
     parser.add_argument("--timeout", type=cli.non_negative_int, default=0,
                         help="stop every task and fail after this many seconds (0: no limit)")
     parser.add_argument(isolation.EXPOSURE_FLAG, action="store_true",
@@ -80,7 +89,30 @@ def _validate_launch_args(args):
         raise UsageError("COMMAND must follow --. Received: no command")
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1. Received: --workers {args.workers}")
+    tasks = args.workers + args.ps + int(args.evaluator)
+    if tasks > max_local_tasks():
+        raise UsageError(
+            f"--workers, --ps and --evaluator must add up to at most {max_local_tasks():,} "
+            f"tasks on this machine ({_FILES_PER_TASK} of its {_open_files_allowed():,} open "
+            f"files and {_MEMORY_PER_TASK // 2**20} MiB of its {_memory() // 2**20:,} MiB of "
+            f"memory each). Received: {tasks:,} tasks")
     return command
+
+
+def _open_files_allowed():
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY else 2**20
+
+
+def _memory():
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def max_local_tasks():
+    """How many tasks one launcher can start here: bounded by this process's open files
+    and the machine's memory."""
+    return max(1, min(_open_files_allowed() // _FILES_PER_TASK,
+                      _memory() // _MEMORY_PER_TASK))
 
 
 def _isolate(args):

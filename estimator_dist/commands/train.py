@@ -36,6 +36,11 @@ def _each_model(field):
     return ", ".join(f"{model.name} {getattr(model, field)}" for model in models.MODELS.values())
 
 
+def _at_most(name):
+    """A numeric flag's bound, for its help: "at most 2,147,483,647"."""
+    return f"at most {config_lib.MAXIMA[name]:,}"
+
+
 def _add_model_flags(parser, defaults):
     group = parser.add_argument_group("model")
     group.add_argument("--model", choices=models.NAMES,
@@ -56,8 +61,9 @@ def _add_data_flags(parser):
                        help="CSV or TFRecord files to evaluate on (default: the "
                             "--train-data files)")
     group.add_argument("--batch-size", type=cli.positive_int, metavar="N",
-                       help="global batch size, split evenly across replicas "
-                            f"(default: the model's own: {_each_model('batch_size')})")
+                       help="global batch size, split evenly across replicas, "
+                            f"{_at_most('batch_size')} (default: the model's own: "
+                            f"{_each_model('batch_size')})")
 
 
 def _add_distribution_flags(parser, defaults):
@@ -65,38 +71,45 @@ def _add_distribution_flags(parser, defaults):
     group.add_argument("--strategy", choices=strategy_table.NAMES,
                        help=f"distribution strategy (default: {defaults.strategy})")
     group.add_argument("--num-replicas", type=cli.positive_int, metavar="N",
-                       help="replicas for mirrored (default: every GPU, else 2 CPU devices)")
+                       help=f"replicas for mirrored, {_at_most('num_replicas')} (default: "
+                            "every GPU, else 2 CPU devices)")
     group.add_argument("--tpu-name", metavar="NAME",
                        help="TPU name or address for --strategy tpu (default: $TPU_NAME)")
     group.add_argument("--tpu-validate", action="store_true",
                        help="with --strategy tpu: run the TPUEstimator path on CPU")
     group.add_argument("--collective-timeout", type=cli.positive_int, metavar="SECONDS",
                        help="seconds a multi_worker run may stall on a dead or frozen peer "
-                            "before it ends (default: 300)")
+                            f"before it ends, {_at_most('collective_timeout')} (default: 300)")
     group.add_argument("--rendezvous-timeout", type=cli.positive_int, metavar="SECONDS",
                        help="seconds a multi_worker or parameter_server task waits for its "
-                            "peers, then fails naming the tasks not reached (default: 300)")
+                            "peers, then fails naming the tasks not reached, "
+                            f"{_at_most('rendezvous_timeout')} (default: 300)")
     group.add_argument("--steps-per-run", type=cli.positive_int, metavar="N",
-                       help="training steps per Session.run (default: 20 under default, "
-                            "mirrored and multi_worker, else 1; tpu: iterations per loop)")
+                       help=f"training steps per Session.run, {_at_most('steps_per_run')} "
+                            "(default: 20 under default, mirrored and multi_worker, else 1; "
+                            "tpu: iterations per loop)")
 
 
 def _add_run_flags(parser, defaults):
     group = parser.add_argument_group("run")
     group.add_argument("--max-steps", type=cli.positive_int, metavar="N",
-                       help="global step to train to (default: the model's own: "
-                            f"{_each_model('max_steps')}; on resume: the recorded run's)")
+                       help=f"global step to train to, {_at_most('max_steps')} (default: "
+                            f"the model's own: {_each_model('max_steps')}; on resume: the "
+                            "recorded run's)")
     group.add_argument("--model-dir", metavar="DIR",
                        help="checkpoints, events, run.json and export; an existing one is "
                             "resumed (default: a new ./runs/MODEL-TIME)")
     group.add_argument("--save-checkpoints-steps", type=cli.positive_int, metavar="N",
-                       help="steps between checkpoints, each one evaluated (default: a "
-                            "checkpoint every 10 minutes, one evaluation at the end)")
+                       help="steps between checkpoints, each one evaluated, at least "
+                            f"max_steps / {config_lib.MAX_CHECKPOINTS:,} and "
+                            f"{_at_most('save_checkpoints_steps')} (default: a checkpoint "
+                            "every 10 minutes, one evaluation at the end)")
     group.add_argument("--seed", type=cli.non_negative_int, metavar="N",
-                       help=f"random seed for data order and initializers "
-                            f"(default: {defaults.seed})")
+                       help=f"random seed for data order and initializers, "
+                            f"{_at_most('seed')} (default: {defaults.seed})")
     group.add_argument("--eval-steps", type=cli.positive_int, metavar="N",
-                       help="eval batches (default: the whole eval set)")
+                       help=f"eval batches, {_at_most('eval_steps')} (default: the whole "
+                            "eval set)")
     group.add_argument("--config", metavar="FILE", default=None,
                        help="JSON or YAML file of settings (keys as the flags, with _); "
                             "flags override it (default: none)")

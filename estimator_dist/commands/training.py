@@ -7,6 +7,8 @@ import dataclasses
 import datetime
 import errno
 import os
+import re
+import shutil
 import sys
 import tempfile
 import time
@@ -371,6 +373,25 @@ _DATA_FAULTS = ("bad CSV record at ", "corrupt or truncated TFRecord file ", "Na
 _DISK_FULL = "No space left on device"
 
 
+# What TensorFlow leaves when a write fails part-way (a full disk): atomic writes
+# "NAME.tmp<uuid>" (checkpoint state, events), a checkpoint's shard staging directory
+# "PREFIX_temp" and its bundle's "*.tempstate<n>", and an export's "temp-<time>" directory.
+_PARTIAL_FILE = re.compile(r".*(\.tmp[0-9a-f]{32}|\.tempstate\d+)$")
+_PARTIAL_DIR = re.compile(r".*_temp$|^temp-\d+$")
+
+
+def remove_partial_writes(model_dir):
+    """Removes the files of writes that failed part-way under ``model_dir``; whole
+    checkpoints, events and exports stay."""
+    for root, dirs, files in os.walk(model_dir):
+        for name in [d for d in dirs if _PARTIAL_DIR.match(d)]:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            dirs.remove(name)
+        for name in files:
+            if _PARTIAL_FILE.match(name):
+                os.remove(os.path.join(root, name))
+
+
 def _runtime_fault(error, settings):
     """A one-line error for a failure during training that is the data's or the disk's,
     else None."""
@@ -429,6 +450,8 @@ def run(settings, *, stream=None, record=None):
         fault = _runtime_fault(error, settings)
         if fault is None:
             raise
+        if isinstance(fault, EnvironmentFault):
+            remove_partial_writes(settings.model_dir)
         raise fault from error
     finally:
         progress.close()

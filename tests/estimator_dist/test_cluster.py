@@ -80,3 +80,9 @@ def test_local_cluster_with_ps_has_chief():
     assert spec == {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"],
                     "ps": ["127.0.0.1:3", "127.0.0.1:4"]}
     assert tasks == [("chief", 0), ("worker", 0), ("ps", 0), ("ps", 1)]
+
+
+@pytest.mark.parametrize("strategy", ["multi_worker", "parameter_server"])
+def test_tf_config_from_env_missing_names_strategy(strategy):
+    with pytest.raises(ValueError, match=rf"TF_CONFIG must be set for strategy '{strategy}'"):
+        cluster.tf_config_from_env({}, strategy=strategy)

@@ -7,7 +7,12 @@ Each entry: (id, flags, environment, files to create, message regex). In the fla
 must still not exist afterwards.
 """
 import os
+import pathlib
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -21,6 +26,15 @@ from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapsh
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")
 
 _PREFIX = "python -m estimator_dist.train: error: "
+
+
+def _write_examples(path, count=300, **features):
+    """A TFRecord file of ``count`` copies of one Example: ``features`` and label 0."""
+    features["label"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[0]))
+    example = tf.train.Example(features=tf.train.Features(feature=features))
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(count):
+            writer.write(example.SerializeToString())
 
 CATALOGUE = [
     ("unknown-flag", ["--max-stesp", "3"], {}, {},
@@ -106,6 +120,38 @@ CATALOGUE = [
                    '"task": {"type": "worker", "index": 0}}'}, {},
      r"rendezvous: worker 1 must have a resolvable host\. Received: no-such-host\.invalid:2222"),
 ]
+# Inputs that once ended otherwise (a traceback, a hang, or files written before the refusal).
+CATALOGUE += [
+    ("data-not-a-regular-file", ["--train-data", "{tmp}/zero.csv"], {},
+     {"zero.csv": lambda path: os.symlink("/dev/zero", path)},
+     r"train_data must be CSV or TFRecord files .*file_pattern must match regular files\. "
+     r"Received: '.*zero\.csv' \(a character device\)"),
+    ("data-named-pipe", ["--train-data", "{tmp}/x.csv"], {}, {"x.csv": os.mkfifo},
+     r"file_pattern must match regular files\. Received: '.*x\.csv' \(a named pipe\)"),
+    ("data-tfrecord-garbage", ["--train-data", "{tmp}/garbage.tfrecord"], {},
+     {"garbage.tfrecord": lambda path: pathlib.Path(path).write_bytes(
+         np.random.RandomState(0).bytes(5000))},
+     r"train_data must be CSV or TFRecord files .*records must be whole \(the file is corrupt "
+     r"or truncated\)\. Received: a bad record after byte 0 at .*garbage\.tfrecord record 0"),
+    ("data-tfrecord-integer-x", ["--train-data", "{tmp}/ints.tfrecord"], {},
+     {"ints.tfrecord": lambda path: _write_examples(path, x=tf.train.Feature(
+         int64_list=tf.train.Int64List(value=[1] * 16)))},
+     r"records must have 'x' as a non-empty float_list feature\. Received: int64_list at "
+     r".*ints\.tfrecord record 0"),
+    ("data-csv-field-too-long", ["--train-data", "{tmp}/long.csv"], {},
+     {"long.csv": "a,label\n" + "1" * 140_000 + ",0\n"},
+     r"train_data records must hold numbers of at most 31 characters \(TensorFlow's CSV "
+     r"reader reads no longer ones\)\. Received: a field of 140,000 characters at "
+     r".*long\.csv line 2"),
+    ("flag-number-too-large", ["--rendezvous-timeout", str(2**63 - 1), "--strategy",
+                               "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"worker": ["127.0.0.1:2222"]}, '
+                   '"task": {"type": "worker", "index": 0}}'}, {},
+     r"rendezvous_timeout must be at most 86,400\. Received: "
+     r"rendezvous_timeout=9223372036854775807"),
+    ("tf-config-missing-parameter-server", ["--strategy", "parameter_server"],
+     {"TF_CONFIG": None}, {}, r"TF_CONFIG must be set for strategy 'parameter_server'"),
+]
 _IDS = [entry[0] for entry in CATALOGUE]
 
 
@@ -119,9 +165,13 @@ def recorded(tmp_path_factory):
 
 
 def _prepare(argv, files, tmp_path, recorded_dir):
-    for name, text in files.items():
+    """``files`` maps a name to its text, or to a function that makes it from its path."""
+    for name, content in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+        if callable(content):
+            content(str(tmp_path / name))
+        else:
+            (tmp_path / name).write_text(content)
     fresh = str(tmp_path / "fresh")
     if "--model-dir" not in argv:
         argv = argv + ["--model-dir", "{fresh}"]
@@ -180,3 +230,40 @@ def test_cli_process_prints_one_line_and_exits_2(entry_id, python_run, recorded,
     done = python_run(["-m", "estimator_dist.train", *argv], timeout=120, env=env)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and re.search(message, done.stderr), done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry_id", ["cluster-duplicate-address", "tf-config-missing"])
+def test_cli_process_quiets_tensorflow_info_lines(entry_id, recorded, tmp_path):
+    """TensorFlow's C++ INFO lines (oneDNN, cpu_feature_guard) come at its import, before
+    the flags are parsed; the refusal is still the only line, with TF_CONFIG set or not."""
+    _, argv, env, files, message = CATALOGUE[_IDS.index(entry_id)]
+    argv, _ = _prepare(argv, files, tmp_path, recorded)
+    full_env = {k: v for k, v in os.environ.items()
+                if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_CONFIG")}
+    full_env.update({k: v for k, v in env.items() if v is not None})
+    done = subprocess.run([sys.executable, "-m", "estimator_dist.train", *argv],
+                          capture_output=True, text=True, timeout=120, env=full_env,
+                          cwd=REPO_ROOT)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and re.search(message, done.stderr), done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_cli_process_sigterm_is_one_line_exit_143(tmp_path):
+    """SIGTERM while the run prepares (here: the data check of a large CSV file)."""
+    path = tmp_path / "big.csv"
+    path.write_text("a,b,label\n" + "1.0,2.0,1\n" * 400_000)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "estimator_dist.train", "--train-data", str(path),
+         "--model-dir", str(tmp_path / "m"), "--max-steps", "100000"],
+        stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        time.sleep(8)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err
+    assert err.count("\n") == 1 and "interrupted by SIGTERM" in err, err

@@ -301,6 +301,27 @@ def test_disk_full_during_training_is_one_line_exit_1(trained, capsys, monkeypat
         r"Received: No space left on device under .*trained", err), err
 
 
+def test_disk_full_during_training_removes_partial_writes(trained, capsys, monkeypatch):
+    partial = ["checkpoint.tmp" + "0" * 32, "model.ckpt-6_temp/part-00000-of-00001.data",
+               "model.ckpt-6.data-00000-of-00001.tempstate123", "export/temp-1700000000/x"]
+
+    def full(*_, **__):
+        for name in partial:
+            os.makedirs(os.path.dirname(os.path.join(trained, name)), exist_ok=True)
+            with open(os.path.join(trained, name), "w", encoding="utf-8") as file:
+                file.write("half")
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+    before = snapshot(trained)
+    monkeypatch.setattr(tf.estimator.Estimator, "train", full)
+    code, _, err = run_main(["--model-dir", trained, "--max-steps", 6, "--no-export"], capsys)
+    assert code == 1 and "needs free disk space" in err
+    left = {os.path.relpath(os.path.join(root, name), trained)
+            for root, dirs, files in os.walk(trained) for name in files + dirs}
+    assert not any(p.startswith(("checkpoint.tmp", "model.ckpt-6", "export/temp")) for p in left)
+    assert set(before) <= left  # Whole checkpoints, events and run.json stay.
+
+
 @pytest.mark.parametrize("output,message", [
     ("{tmp}/dir.png", r"output must be a file path\. Received: output='.*dir\.png' \(it is a "
                       r"directory\)"),

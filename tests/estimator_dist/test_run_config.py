@@ -1,5 +1,7 @@
 """make_run_config: the strategy table, session wiring and argument checks."""
 import json
+import re
+import sys
 
 import pytest
 import tensorflow as tf
@@ -164,3 +166,65 @@ def test_tf_config_with_a_one_process_strategy_refused():
                                          r"'parameter_server' only\. "
                                          r"Received: strategy='mirrored'"):
         estimator_dist.make_run_config("mirrored", tf_config=given)
+
+
+def test_replace_session_config_keeps_strategy_devices():
+    config = estimator_dist.make_run_config("mirrored", num_replicas=2).replace(
+        session_config=tf.compat.v1.ConfigProto(device_count={"GPU": 0}))
+    assert isinstance(config, tf.estimator.RunConfig)
+    assert config.session_config.device_count["CPU"] >= 2
+    assert config.session_config.device_count["GPU"] == 0
+    assert config.train_distribute.num_replicas_in_sync == 2
+
+
+def test_replace_session_config_plain_run_config_drops_devices():
+    """The failure ``StrategyRunConfig.replace`` mends: TensorFlow's replace takes the new
+    ConfigProto as it is, so the session keeps one CPU device and replica 1 has none."""
+    config = tf.estimator.RunConfig(
+        session_config=run_config.cpu_session_config(2)).replace(
+            session_config=tf.compat.v1.ConfigProto(device_count={"GPU": 0}))
+    assert "CPU" not in config.session_config.device_count
+
+
+def test_replace_keeps_run_config_type_and_settings(tmp_path):
+    config = estimator_dist.make_run_config("mirrored", num_replicas=2, steps_per_run=3)
+    replaced = config.replace(model_dir=tmp_path / "m", tf_random_seed=5,
+                              save_checkpoints_steps=4)
+    assert type(replaced) is type(config)
+    assert (replaced.model_dir, replaced.tf_random_seed, replaced.save_checkpoints_steps,
+            replaced.steps_per_run) == (str(tmp_path / "m"), 5, 4, 3)
+    assert config.model_dir != replaced.model_dir  # A copy; the original is unchanged.
+
+
+@pytest.mark.parametrize("key", ["train_distribute", "eval_distribute"])
+def test_replace_strategy_refused_naming_make_run_config(key):
+    config = estimator_dist.make_run_config("mirrored", num_replicas=2)
+    with pytest.raises(ValueError, match=rf"{key} is set by make_run_config from the strategy "
+                                         r"name; call estimator_dist\.make_run_config\("):
+        config.replace(**{key: tf.distribute.OneDeviceStrategy("/cpu:0")})
+
+
+def test_replace_session_config_tpu_validation_keeps_devices():
+    config = estimator_dist.make_run_config("tpu", use_tpu=False).replace(
+        session_config=tf.compat.v1.ConfigProto(device_count={"GPU": 0}))
+    assert isinstance(config, run_config.TPURunConfig) and not config.use_tpu
+    assert config.session_config.device_count["CPU"] == 4  # conftest's logical devices.
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+@pytest.mark.timeout(240)
+def test_multi_worker_after_runtime_started_names_the_fix(python_run):
+    """TF2 behaviour only: in graph mode the session configures the collectives. The first
+    task to fail ends the cluster, so the other may not get as far."""
+    code = ("import tensorflow as tf\n"
+            "print(tf.reduce_sum(tf.constant([1.0, 2.0])))\n"
+            "import estimator_dist\n"
+            "estimator_dist.make_run_config('multi_worker')\n")
+    done = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--timeout", "150",
+                       "--", sys.executable, "-c", code], timeout=200)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert re.search(r"\] RuntimeError: multi_worker configures TensorFlow's collective ops, "
+                     r".*call estimator_dist\.make_run_config at the start of the program, "
+                     r"before any TensorFlow op runs\.", done.stdout), done.stdout[-3000:]
+    assert "Collective ops must be configured at program startup" not in done.stdout

@@ -78,3 +78,55 @@ def test_check_files_non_utf8_csv_refused(tmp_path):
     with pytest.raises(ValueError, match=r"records must be UTF-8 text\. Received: byte 0xe9 at "
                                          r".*l\.csv after record 1"):
         input_fns.check_files(str(path))
+
+
+def test_check_files_csv_field_past_python_default_limit_named(tmp_path):
+    """Python's csv stops at 131,072 characters a field unless told otherwise; TensorFlow
+    reads no float field that long, so the check names it."""
+    path = _csv(tmp_path, "1,2,0", "0" * 140_000 + "1.5,2,0")
+    with pytest.raises(ValueError, match=r"records must hold numbers of at most 31 characters "
+                                         r".*Received: a field of 140,003 characters at "
+                                         r".*d\.csv line 3"):
+        input_fns.check_files(path)
+
+
+def test_check_files_csv_longest_float_field_read_by_tensorflow_too(tmp_path):
+    longest = "0" * (input_fns.checks.MAX_FLOAT_CHARS - 3) + "1.5"
+    path = _csv(tmp_path, f"{longest},2,0", "3,4,1")
+    assert input_fns.check_files(path).records == 2
+    train = input_fns.from_files(path, x_shape=[-1], batch_size=2, shuffle=False, num_epochs=1)
+    features, _ = next(iter(train()))
+    assert features["x"].numpy()[0].tolist() == [1.5, 2.0]
+
+
+def test_decode_csv_float_field_past_limit_refused_by_tensorflow():
+    """The TensorFlow fact behind ``MAX_FLOAT_CHARS``."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    limit = input_fns.checks.MAX_FLOAT_CHARS
+    tf.io.decode_csv(["0" * (limit - 1) + "1"], [tf.constant([], tf.float32)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"is not a valid float"):
+        tf.io.decode_csv(["0" * limit + "1"], [tf.constant([], tf.float32)])
+
+
+@pytest.mark.parametrize("kinds, message", [
+    ({"x": "int64", "label": "int64"}, r"records must have 'x' as a non-empty float_list "
+                                       r"feature\. Received: int64_list at .*record 0"),
+    ({"x": "float", "label": "float"}, r"records must have 'label' as a non-empty int64_list "
+                                       r"feature\. Received: float_list at .*record 0"),
+])
+def test_check_files_tfrecord_feature_of_other_kind_refused(kinds, message, tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def feature(kind):
+        if kind == "int64":
+            return tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 0, 1]))
+        return tf.train.Feature(float_list=tf.train.FloatList(value=[1.0, 0.0, 1.0]))
+
+    path = str(tmp_path / "kinds.tfrecord")
+    example = tf.train.Example(features=tf.train.Features(
+        feature={name: feature(kind) for name, kind in kinds.items()}))
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(example.SerializeToString())
+    with pytest.raises(ValueError, match=message):
+        input_fns.check_files(path)

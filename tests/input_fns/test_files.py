@@ -1,4 +1,6 @@
 """from_files: the built-in models' layout from CSV or TFRecord files."""
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -101,3 +103,33 @@ def test_from_files_reads_csv_converted_with_pack_features(tmp_path):
         records, x_shape=[2, 2], batch_size=6, shuffle=False, num_epochs=1))
     np.testing.assert_allclose(features, x)
     assert labels.tolist() == y.tolist()
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda path: os.symlink("/dev/zero", path), "a character device"),
+    (os.mkfifo, "a named pipe"),
+    (os.mkdir, "a directory"),
+])
+def test_from_files_path_not_regular_file_refused(make, kind, tmp_path):
+    path = str(tmp_path / "data.csv")
+    make(path)
+    with pytest.raises(ValueError, match=rf"file_pattern must match regular files\. Received: "
+                                         rf"'.*data\.csv' \({kind}\)"):
+        input_fns.from_files(path, x_shape=[-1], batch_size=2)
+
+
+def test_from_files_garbage_tfrecord_refused_before_reading(tmp_path):
+    path = tmp_path / "garbage.tfrecord"
+    path.write_bytes(np.random.RandomState(0).bytes(5000))
+    with pytest.raises(ValueError, match=r"records must be whole \(the file is corrupt or "
+                                         r"truncated\)\. Received: a bad record after byte 0"):
+        input_fns.from_files(str(path), x_shape=[-1], batch_size=2)
+
+
+def test_from_files_tfrecord_dataset_garbage_is_data_loss(tmp_path):
+    """What ``from_files`` met before it read the first record in Python: TensorFlow's
+    DataLossError from the tf.data reader."""
+    path = tmp_path / "garbage.tfrecord"
+    path.write_bytes(np.random.RandomState(0).bytes(5000))
+    with pytest.raises(tf.errors.DataLossError, match=r"corrupted record at 0"):
+        next(iter(tf.data.TFRecordDataset(str(path))))

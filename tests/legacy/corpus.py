@@ -36,6 +36,9 @@ EXPECTED = {
     "linear_sparse_columns": dict.fromkeys(STRATEGIES, TRAINS),
     "get_next_input_fn": {"default": TRAINS, "mirrored": _GET_NEXT, "multi_worker": _GET_NEXT},
     "finite_input_epochs": dict.fromkeys(STRATEGIES, TRAINS),
+    "wide_deep_replace": dict.fromkeys(STRATEGIES, TRAINS),
+    "keras_model_to_estimator": dict.fromkeys(STRATEGIES, TRAINS),
+    "tpu_estimator_kept": dict.fromkeys(STRATEGIES + ("tpu",), TRAINS),
 }
 # A plain-Estimator program handed the "tpu" config; the same on a parameter-server cluster.
 EXPECTED["iris_custom_estimator"]["tpu"] = "make_estimator"

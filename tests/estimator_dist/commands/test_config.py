@@ -1,5 +1,6 @@
 """RunSettings: checked fields, unknown keys by name, merging layers, safe file loading."""
 import json
+import re
 
 import pytest
 
@@ -119,3 +120,21 @@ def test_from_dict_settings_at_their_bounds_accepted():
     settings = config.RunSettings.from_dict({"max_steps": 2**31 - 1, "num_replicas": 64,
                                              "strategy": "mirrored", "tpu_name": None})
     assert settings.max_steps == config.MAX_STEPS
+
+
+@pytest.mark.parametrize("name", sorted(config.MAXIMA))
+def test_numeric_setting_past_bound_refused(name):
+    limit = config.MAXIMA[name]
+    with pytest.raises(UsageError, match=rf"{name} must be at most {limit:,}\. "
+                                         rf"Received: {name}={limit + 1}"):
+        config.RunSettings(**{name: limit + 1})
+
+
+def test_every_numeric_flag_states_its_bound_in_help():
+    from estimator_dist.commands import train  # pylint: disable=import-outside-toplevel
+
+    text = " ".join(train.train_parser().format_help().split())
+    for name, limit in config.MAXIMA.items():
+        flag = "--" + name.replace("_", "-")
+        assert re.search(rf"{flag} N .*?at most {limit:,}", text) or re.search(
+            rf"{flag} SECONDS .*?at most {limit:,}", text), flag

@@ -123,3 +123,20 @@ def test_task_port_in_use_one_line_exit_2(python_run, tmp_path):
         "python -m estimator_dist.train: error: TF_CONFIG must give this task a port free on "
         "this host (its gRPC server listens there). Received: worker 0 at "
         f"127.0.0.1:{port} (Address already in use)")
+
+
+@pytest.mark.parametrize("flags, tasks", [(["--workers", "100000"], "100,000"),
+                                          (["--workers", "2", "--ps", "100000"], "100,002")])
+def test_launch_task_count_past_machine_bound_refused_at_once(flags, tasks):
+    started = time.monotonic()
+    done = _launch(*flags, "--allow-network-exposure", "--", "true", timeout=30)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert re.search(rf"--workers, --ps and --evaluator must add up to at most "
+                     rf"{launch.max_local_tasks():,} tasks on this machine \(.*open files.*"
+                     rf"memory each\)\. Received: {tasks} tasks", done.stderr), done.stderr
+    assert time.monotonic() - started < 20
+
+
+def test_launch_help_states_task_bound():
+    done = _launch("--help")
+    assert f"at most {launch.max_local_tasks():,}" in " ".join(done.stdout.split())

@@ -134,3 +134,24 @@ def mlp_model_fn(features, labels, mode, params):
     train_op = tf.train.GradientDescentOptimizer(params["learning_rate"]).minimize(
         loss, global_step=tf.train.get_global_step())
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+@tf.custom_gradient
+def _clip_gradient(x):
+    """Identity forward; the gradient clipped to [-1, 1], a usual ``custom_gradient``."""
+    return tf.identity(x), lambda dy: tf.clip_by_value(dy, -1.0, 1.0)
+
+
+def custom_gradient_model_fn(features, labels, mode, params):
+    """A tf.layers classifier whose hidden layer's gradient goes through a
+    ``tf.custom_gradient`` function; v1 Adam."""
+    net = tf.layers.dense(features["x"], 32, activation=tf.nn.relu)
+    logits = tf.layers.dense(_clip_gradient(net), 3)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+    if mode == tf.estimator.ModeKeys.EVAL:
+        return tf.estimator.EstimatorSpec(mode, loss=loss)
+    train_op = tf.train.AdamOptimizer(params["learning_rate"]).minimize(
+        loss, global_step=tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)

@@ -1,8 +1,12 @@
 """The LSTM stack against BasicLSTMCell + ``dynamic_rnn``: variables, outputs, final
 state and gradients (w.r.t. x, the initial state, every kernel and bias)."""
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.framework import ops
 
 from model_fns import _lstm_stack
 
@@ -153,3 +157,23 @@ def test_stack_variables_are_basic_lstm_cells(num_layers):
     np.testing.assert_allclose(values[f"{scope}/kernel"][1], 0.3)
     np.testing.assert_array_equal(values[f"{scope}/bias"][1], 0.0)
     assert any("RandomUniform" in op_type for op_type in initializers[f"{scope}/kernel"])
+
+
+def _differentiated_stack_graph():
+    """A weak reference to a graph in which the stack was built and differentiated."""
+    with tf.Graph().as_default() as graph:
+        x = tf.zeros([2, 3, DIM])
+        outputs, _, _ = _lstm_stack.run(x, *[tf.zeros([2, 2 * UNITS])] * 2,
+                                        num_units=UNITS, num_layers=2)
+        tf.gradients(outputs, [x] + v1.trainable_variables())
+    return weakref.ref(graph)
+
+
+def test_stack_gradient_keeps_no_graph_alive():
+    """The backward pass is registered once, by name: building and differentiating the
+    stack in a graph leaves nothing process-wide that holds the graph."""
+    registered = len(ops.gradient_registry.list())
+    graph = _differentiated_stack_graph()
+    gc.collect()
+    assert graph() is None
+    assert len(ops.gradient_registry.list()) == registered

@@ -1,7 +1,7 @@
 """LSTM kernels against BasicLSTMCell + ``dynamic_rnn`` (the reference), each in the same
 Estimator model_fn, in one process, alternating.
 
-    python benchmarks/lstm_candidates.py [--rounds 3] [--steps 60] [--forward]
+    python benchmarks/lstm_candidates.py [--rounds 3] [--steps 60] [--forward [--cpu-time]]
 
 All keep the BasicLSTMCell variables (``rnn/basic_lstm_cell/{kernel,bias}``, gate
 blocks i, j, f, o, forget bias 1.0 added when run):
@@ -144,8 +144,9 @@ def _model_fn(run):
     return model_fn
 
 
-def _forward_system(run, steps):
-    """Examples/s of the forward pass alone (what inference runs), in a plain Session."""
+def _forward_system(run, steps, clock=time.perf_counter):
+    """Examples/s of the forward pass alone (what inference runs), in a plain Session;
+    per second of ``clock`` (``time.process_time``: per CPU second of the process)."""
     graph = tf.Graph()
     with graph.as_default():
         x = tf.constant(np.random.RandomState(0).randn(
@@ -158,10 +159,10 @@ def _forward_system(run, steps):
     session.run(total)
 
     def measure():
-        start = time.perf_counter()
+        start = clock()
         for _ in range(steps):
             session.run(total)
-        return steps * models.BATCH / (time.perf_counter() - start)
+        return steps * models.BATCH / (clock() - start)
 
     return measure
 
@@ -173,6 +174,9 @@ def main(argv=None):
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (smoke test)")
     parser.add_argument("--forward", action="store_true",
                         help="time the forward pass alone (inference), not training")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="with --forward: examples per CPU second of the process, "
+                             "steadier than wall time on a machine shared with other jobs")
     args = parser.parse_args(argv)
     if args.tiny:
         models.LSTM.update(models.TINY["lstm"])
@@ -181,7 +185,9 @@ def main(argv=None):
     for name, run in candidates.items():
         print(f"  {name}: max abs difference from dynamic_rnn {max_difference(run):.1e}")
     if args.forward:
-        systems = {name: _forward_system(run, args.steps) for name, run in candidates.items()}
+        clock = time.process_time if args.cpu_time else time.perf_counter
+        systems = {name: _forward_system(run, args.steps, clock)
+                   for name, run in candidates.items()}
         _timing.alternate(systems, args.rounds, baseline="dynamic_rnn")
         return
     input_fn = _timing.blobs_input_fn([models.LSTM["time"], models.LSTM["dim"]],

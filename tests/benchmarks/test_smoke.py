@@ -59,7 +59,7 @@ def test_lstm_candidates_benchmark_checks_and_times_each(python_run):
 
 def test_lstm_candidates_benchmark_times_the_forward_pass(python_run):
     out = _run(python_run, "lstm_candidates.py", "--rounds", "1", "--steps", "3", "--tiny",
-               "--forward")
+               "--forward", "--cpu-time")
     assert set(_ratios(out)) == {"dynamic_rnn", "package", "block_cell", "package_forward"}
 
 

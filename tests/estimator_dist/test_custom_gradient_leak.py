@@ -16,6 +16,7 @@ from tensorflow.python.framework import ops
 
 import estimator_dist
 from estimator_dist import custom_gradient_leak
+from tests.conftest import assert_passes_under_tf1_behaviour
 
 v1 = tf.compat.v1
 
@@ -96,3 +97,9 @@ def test_uninstall_brings_back_tensorflow_registration():
         assert len(ops.gradient_registry.list()) == registered + 1
     finally:
         custom_gradient_leak.install()
+
+
+@pytest.mark.slow
+def test_module_under_tf1_behaviour():
+    """The mend and the gradients it keeps, with ``disable_v2_behavior()`` first."""
+    assert_passes_under_tf1_behaviour(__file__, "-m", "not slow", timeout=240)

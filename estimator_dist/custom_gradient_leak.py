@@ -21,6 +21,7 @@ It is process-wide: it replaces ``_graph_mode_decorator`` in TensorFlow's module
 every graph of the process. ``make_run_config`` installs it (idempotent);
 ``uninstall()`` puts TensorFlow's function back, for graphs built afterwards.
 """
+# pylint: disable=protected-access  (TensorFlow's private decorator and registry are mended)
 import threading
 import weakref
 
@@ -28,14 +29,14 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import custom_gradient
 from tensorflow.python.util import nest
 
-_TF_GRAPH_MODE_DECORATOR = custom_gradient._graph_mode_decorator  # pylint: disable=protected-access
+_TF_GRAPH_MODE_DECORATOR = custom_gradient._graph_mode_decorator
 _NAME_PREFIX = "CustomGradient-"
 _FUNCTIONS = "_estimator_dist_custom_gradients"  # the graph's {name: gradient function}
 _REGISTRY_LOCK = threading.Lock()
 
 
 def _registry_entries():
-    return ops.gradient_registry._registry  # pylint: disable=protected-access
+    return ops.gradient_registry._registry
 
 
 def _gradient_names(result):
@@ -92,14 +93,14 @@ def _graph_mode_decorator(f, args, kwargs):
 
 def install():
     """Keeps graph-mode custom gradients on their graphs, process-wide (idempotent)."""
-    custom_gradient._graph_mode_decorator = _graph_mode_decorator  # pylint: disable=protected-access
+    custom_gradient._graph_mode_decorator = _graph_mode_decorator
 
 
 def uninstall():
     """Puts TensorFlow's ``_graph_mode_decorator`` back, for graphs built afterwards."""
-    custom_gradient._graph_mode_decorator = _TF_GRAPH_MODE_DECORATOR  # pylint: disable=protected-access
+    custom_gradient._graph_mode_decorator = _TF_GRAPH_MODE_DECORATOR
 
 
 def installed():
     """Whether ``install()`` is in force."""
-    return custom_gradient._graph_mode_decorator is _graph_mode_decorator  # pylint: disable=protected-access
+    return custom_gradient._graph_mode_decorator is _graph_mode_decorator

@@ -1,7 +1,7 @@
 """LSTM kernels against BasicLSTMCell + ``dynamic_rnn`` (the reference), each in the same
 Estimator model_fn, in one process, alternating.
 
-    python benchmarks/lstm_candidates.py [--rounds 3] [--steps 60] [--forward]
+    python benchmarks/lstm_candidates.py [--rounds 3] [--steps 60] [--forward [--cpu-time]]
 
 All keep the BasicLSTMCell variables (``rnn/basic_lstm_cell/{kernel,bias}``, gate
 blocks i, j, f, o, forget bias 1.0 added when run):
@@ -10,6 +10,8 @@ blocks i, j, f, o, forget bias 1.0 added when run):
   steps as one matmul, only the recurrent matmul in the forward loop; a hand-written
   backward loop with fused activation gradients, the recurrent matmul and the kernel
   gradient summed step by step.
+* ``package_forward`` (``--forward`` only): the package's forward-only loop, what EVAL,
+  PREDICT and export run; it saves no activations for a backward pass.
 * ``block_cell``: ``tf.raw_ops.LSTMBlockCell`` (one fused op per step, same gate
   layout) in a ``tf.while_loop``; backward ``LSTMBlockCellGrad`` and one matmul per
   step, the kernel gradient one large matmul over all steps (TF registers no gradient
@@ -37,6 +39,10 @@ FORGET_BIAS = _lstm_stack.FORGET_BIAS
 
 def package_run(x, c0, h0, units):
     return _lstm_stack.run(x, c0, h0, num_units=units, num_layers=1)
+
+
+def package_forward_run(x, c0, h0, units):
+    return _lstm_stack.run(x, c0, h0, num_units=units, num_layers=1, needs_gradient=False)
 
 
 @tf.custom_gradient
@@ -96,6 +102,8 @@ def dynamic_rnn_run(x, c0, h0, units):
 
 CANDIDATES = {"dynamic_rnn": dynamic_rnn_run, "package": package_run,
               "block_cell": block_cell_run}
+# The loop that EVAL, PREDICT and export run, timed with --forward only.
+FORWARD_CANDIDATES = {**CANDIDATES, "package_forward": package_forward_run}
 
 
 def max_difference(run, reference=dynamic_rnn_run, shape=(4, 6, 3), units=5):
@@ -136,8 +144,9 @@ def _model_fn(run):
     return model_fn
 
 
-def _forward_system(run, steps):
-    """Examples/s of the forward pass alone (what inference runs), in a plain Session."""
+def _forward_system(run, steps, clock=time.perf_counter):
+    """Examples/s of the forward pass alone (what inference runs), in a plain Session;
+    per second of ``clock`` (``time.process_time``: per CPU second of the process)."""
     graph = tf.Graph()
     with graph.as_default():
         x = tf.constant(np.random.RandomState(0).randn(
@@ -150,10 +159,10 @@ def _forward_system(run, steps):
     session.run(total)
 
     def measure():
-        start = time.perf_counter()
+        start = clock()
         for _ in range(steps):
             session.run(total)
-        return steps * models.BATCH / (time.perf_counter() - start)
+        return steps * models.BATCH / (clock() - start)
 
     return measure
 
@@ -165,14 +174,20 @@ def main(argv=None):
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (smoke test)")
     parser.add_argument("--forward", action="store_true",
                         help="time the forward pass alone (inference), not training")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="with --forward: examples per CPU second of the process, "
+                             "steadier than wall time on a machine shared with other jobs")
     args = parser.parse_args(argv)
     if args.tiny:
         models.LSTM.update(models.TINY["lstm"])
     _timing.print_header()
-    for name, run in CANDIDATES.items():
+    candidates = FORWARD_CANDIDATES if args.forward else CANDIDATES
+    for name, run in candidates.items():
         print(f"  {name}: max abs difference from dynamic_rnn {max_difference(run):.1e}")
     if args.forward:
-        systems = {name: _forward_system(run, args.steps) for name, run in CANDIDATES.items()}
+        clock = time.process_time if args.cpu_time else time.perf_counter
+        systems = {name: _forward_system(run, args.steps, clock)
+                   for name, run in candidates.items()}
         _timing.alternate(systems, args.rounds, baseline="dynamic_rnn")
         return
     input_fn = _timing.blobs_input_fn([models.LSTM["time"], models.LSTM["dim"]],

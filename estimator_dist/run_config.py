@@ -6,8 +6,8 @@ import sys
 import tensorflow as tf
 from tensorflow_estimator.python.estimator import run_config as run_config_lib
 
-from estimator_dist import cluster_train, early_stopping, strategies, strategy_table
-from estimator_dist import tpu_estimator_kept
+from estimator_dist import (cluster_train, custom_gradient_leak, early_stopping, strategies,
+                            strategy_table, tpu_estimator_kept)
 from estimator_dist.errors import UsageError, check_positive_int
 
 DEFAULT_ITERATIONS_PER_LOOP = 100
@@ -237,6 +237,7 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
         raise UsageError(
             f"{', '.join(tpu_only)} apply to strategy 'tpu' only: drop them from the "
             f"make_run_config call. Received: strategy={strategy!r}")
+    custom_gradient_leak.install()
     if kind.tpu:
         if steps_per_run is not None:
             run_config_kwargs["iterations_per_loop"] = steps_per_run

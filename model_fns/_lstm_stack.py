@@ -19,12 +19,22 @@ fewer ops per step, because at these sizes a step's time is mostly op overhead o
 recurrent chain (docs/benchmarks.md has the measurements). The input projection of all
 steps is one matmul before the forward ``tf.while_loop``, which holds only the
 recurrent matmul and saves the gate activations. The backward pass is a hand-written
-loop (``tf.custom_gradient``): fused ``SigmoidGrad``/``TanhGrad`` for the gates, the
+loop: fused ``SigmoidGrad``/``TanhGrad`` for the gates, the
 recurrent matmul, and the kernel and bias gradients summed step by step (these do not
 wait on the recurrence; one large matmul after the loop measured slower); the input
 gradient is one matmul after the loop. Plain TF ops, so it compiles under XLA (and so
 for TPU). With ``sequence_length`` it keeps ``dynamic_rnn``'s semantics: past a row's
 length its state stays as it was and its outputs are zero.
+
+The backward pass is registered once, under the name ``GRADIENT``: a layer's results
+and what its gradient needs (inputs, weights, the saved activations) go through one
+``IdentityN`` op whose gradient function reads them back from the op. Graph-mode
+``tf.custom_gradient`` would register a new function per graph in TensorFlow's
+process-wide registry, which keeps every graph alive: an Estimator that alternates
+``train`` and ``evaluate`` would grow by a graph per call.
+
+When no gradient is needed (EVAL, PREDICT, export: ``needs_gradient=False``) the
+forward loop saves nothing but its outputs.
 
 State contract: the state of the stack is two tensors ``c`` and ``h``, each
 [batch, num_layers * num_units], layer 0's units first. With one layer that is the
@@ -35,6 +45,8 @@ import tensorflow as tf
 v1 = tf.compat.v1
 
 FORGET_BIAS = 1.0
+# The gradient of a layer's IdentityN op, registered once for the process.
+GRADIENT = "EstimatorDistLSTMLayer"
 
 
 def _scopes(num_layers):
@@ -64,79 +76,116 @@ def _steps(size, batch, width):
                           clear_after_read=False)
 
 
-def _layer(x, c0, h0, kernel, bias, live):
+def _forward(x, c0, h0, kernel, bias, live, saving):
+    """The loop over time-major ``x`` [time, batch, dim] from the state (c0, h0).
+
+    Returns its time-major outputs, final c and h, and, when ``saving``, the
+    TensorArrays of i, j, f, o, c_prev and tanh(c) at each step that the backward pass
+    reads (else an empty list). ``live``: None, or bool [time, batch, 1], True while
+    t < sequence_length.
+    """
+    dim, units = x.shape[-1], kernel.shape[-1] // 4
+    time, batch = tf.shape(x)[0], x.shape[1]
+    w_x, w_h = kernel[:dim], kernel[dim:]
+    gate_bias = bias + tf.repeat([0.0, 0.0, FORGET_BIAS, 0.0], units)  # i, j, f, o
+    projected = tf.reshape(tf.matmul(tf.reshape(x, [-1, dim]), w_x) + gate_bias,
+                           [time, -1, 4 * units])
+
+    def step(t, c, h, hs, saved):
+        i, j, f, o = tf.split(projected[t] + tf.matmul(h, w_h), 4, axis=1)
+        i, j, f, o = tf.sigmoid(i), tf.tanh(j), tf.sigmoid(f), tf.sigmoid(o)
+        new_c = c * f + i * j
+        tanh_c = tf.tanh(new_c)
+        new_h = tanh_c * o
+        if live is not None:
+            new_c, new_h = tf.where(live[t], new_c, c), tf.where(live[t], new_h, h)
+        saved = [s.write(t, v) for s, v in zip(saved, (i, j, f, o, c, tanh_c))]
+        return t + 1, new_c, new_h, hs.write(t, new_h), saved
+
+    saved = [_steps(time, batch, units) for _ in range(6 if saving else 0)]
+    _, c, h, hs, saved = tf.while_loop(lambda t, *_: t < time, step,
+                                       (0, c0, h0, _steps(time, batch, units), saved))
+    hs = hs.stack()
+    outputs = hs if live is None else tf.where(live, hs, 0.0)
+    return outputs, c, h, saved
+
+
+def _held(array):
+    """What stands for a TensorArray of saved activations among the layer op's inputs: its
+    list (TF2 control flow), or its stacked values (TF1 control flow, whose TensorArray
+    handles cannot pass through the op)."""
+    return array.flow if array.handle is None else array.stack()
+
+
+def _reader(held):
+    """Reads step t of what ``_held`` returned."""
+    if held.dtype == tf.variant:
+        return tf.TensorArray(tf.float32, flow=held).read
+    return lambda t: held[t]
+
+
+@tf.RegisterGradient(GRADIENT)
+def _layer_gradient(op, d_outputs, d_c, d_h, *_):
+    """The gradient of a layer from what its ``IdentityN`` op holds: the outputs, the
+    final state, then x, c0, h0, kernel, bias, ``live`` when given, and the saved
+    activations. Nothing else is kept, so no graph outlives its use."""
+    outputs, x, h0, kernel, bias = (op.inputs[k] for k in (0, 3, 5, 6, 7))
+    held = list(op.inputs[8:])
+    live = held.pop(0) if held[0].dtype == tf.bool else None
+    dim, units = x.shape[-1], kernel.shape[-1] // 4
+    time, batch = tf.shape(x)[0], x.shape[1]
+    w_x, w_h_t = kernel[:dim], tf.transpose(kernel[dim:])
+    saved = [_reader(h) for h in held]
+    if live is not None:
+        d_outputs = tf.where(live, d_outputs, 0.0)
+    rows = tf.concat([x, tf.concat([h0[None], outputs], 0)[:-1]], 2)  # [x_t, h_t-1]
+
+    def back(t, dc, dh, d_kernel, d_bias, d_gates):
+        i, j, f, o, c_prev, tanh_c = (read(t) for read in saved)
+        dh_in = dh + d_outputs[t]
+        dc_in = dc + tf.raw_ops.TanhGrad(y=tanh_c, dy=dh_in * o)
+        dg = tf.concat([tf.raw_ops.SigmoidGrad(y=i, dy=dc_in * j),
+                        tf.raw_ops.TanhGrad(y=j, dy=dc_in * i),
+                        tf.raw_ops.SigmoidGrad(y=f, dy=dc_in * c_prev),
+                        tf.raw_ops.SigmoidGrad(y=o, dy=dh_in * tanh_c)], 1)
+        dc_prev = dc_in * f
+        if live is not None:  # past a row's length its state's gradient passes by
+            dg, dc_prev = tf.where(live[t], dg, 0.0), tf.where(live[t], dc_prev, dc)
+        dh_prev = tf.matmul(dg, w_h_t)
+        if live is not None:
+            dh_prev = tf.where(live[t], dh_prev, dh)
+        return (t - 1, dc_prev, dh_prev,
+                d_kernel + tf.matmul(rows[t], dg, transpose_a=True),
+                d_bias + tf.reduce_sum(dg, 0), d_gates.write(t, dg))
+
+    _, dc0, dh0, d_kernel, d_bias, d_gates = tf.while_loop(
+        lambda t, *_: t >= 0, back,
+        (time - 1, d_c, d_h, tf.zeros_like(kernel), tf.zeros_like(bias),
+         _steps(time, batch, 4 * units)))
+    d_gates = tf.reshape(d_gates.stack(), [-1, 4 * units])
+    dx = tf.reshape(tf.matmul(d_gates, w_x, transpose_b=True), tf.shape(x))
+    return [None] * 3 + [dx, dc0, dh0, d_kernel, d_bias] + [None] * (len(op.inputs) - 8)
+
+
+def _layer(x, c0, h0, kernel, bias, live, needs_gradient):
     """One layer over time-major ``x`` [time, batch, dim] from the state (c0, h0).
 
     Returns its time-major outputs and final c and h. ``live``: None, or bool
-    [time, batch, 1], True while t < sequence_length.
+    [time, batch, 1], True while t < sequence_length. Without ``needs_gradient`` the
+    loop saves nothing for a backward pass.
     """
-
-    @tf.custom_gradient
-    def layer(x, c0, h0, kernel, bias):
-        dim, units = x.shape[-1], kernel.shape[-1] // 4
-        time, batch = tf.shape(x)[0], x.shape[1]
-        w_x, w_h = kernel[:dim], kernel[dim:]
-        gate_bias = bias + tf.repeat([0.0, 0.0, FORGET_BIAS, 0.0], units)  # i, j, f, o
-        projected = tf.reshape(tf.matmul(tf.reshape(x, [-1, dim]), w_x) + gate_bias,
-                               [time, -1, 4 * units])
-
-        def step(t, c, h, saved):
-            i, j, f, o = tf.split(projected[t] + tf.matmul(h, w_h), 4, axis=1)
-            i, j, f, o = tf.sigmoid(i), tf.tanh(j), tf.sigmoid(f), tf.sigmoid(o)
-            new_c = c * f + i * j
-            tanh_c = tf.tanh(new_c)
-            new_h = tanh_c * o
-            if live is not None:
-                new_c, new_h = tf.where(live[t], new_c, c), tf.where(live[t], new_h, h)
-            values = (i, j, f, o, c, tanh_c, new_h)
-            return t + 1, new_c, new_h, [s.write(t, v) for s, v in zip(saved, values)]
-
-        saved = [_steps(time, batch, units) for _ in range(7)]
-        _, c, h, saved = tf.while_loop(lambda t, *_: t < time, step, (0, c0, h0, saved))
-        hs = saved[-1].stack()
-        outputs = hs if live is None else tf.where(live, hs, 0.0)
-
-        def grad(d_outputs, d_c, d_h):  # TF passes zeros for results with no gradient
-            if live is not None:
-                d_outputs = tf.where(live, d_outputs, 0.0)
-            rows = tf.concat([x, tf.concat([h0[None], hs], 0)[:-1]], 2)  # [x_t, h_t-1]
-            w_h_t = tf.transpose(w_h)
-
-            def back(t, dc, dh, d_kernel, d_bias, d_gates):
-                i, j, f, o, c_prev, tanh_c = (s.read(t) for s in saved[:-1])
-                dh_in = dh + d_outputs[t]
-                dc_in = dc + tf.raw_ops.TanhGrad(y=tanh_c, dy=dh_in * o)
-                dg = tf.concat([tf.raw_ops.SigmoidGrad(y=i, dy=dc_in * j),
-                                tf.raw_ops.TanhGrad(y=j, dy=dc_in * i),
-                                tf.raw_ops.SigmoidGrad(y=f, dy=dc_in * c_prev),
-                                tf.raw_ops.SigmoidGrad(y=o, dy=dh_in * tanh_c)], 1)
-                dc_prev = dc_in * f
-                if live is not None:  # past a row's length its state's gradient passes by
-                    dg, dc_prev = tf.where(live[t], dg, 0.0), tf.where(live[t], dc_prev, dc)
-                dh_prev = tf.matmul(dg, w_h_t)
-                if live is not None:
-                    dh_prev = tf.where(live[t], dh_prev, dh)
-                return (t - 1, dc_prev, dh_prev,
-                        d_kernel + tf.matmul(rows[t], dg, transpose_a=True),
-                        d_bias + tf.reduce_sum(dg, 0), d_gates.write(t, dg))
-
-            _, dc0, dh0, d_kernel, d_bias, d_gates = tf.while_loop(
-                lambda t, *_: t >= 0, back,
-                (time - 1, d_c, d_h, tf.zeros_like(kernel), tf.zeros_like(bias),
-                 _steps(time, batch, 4 * units)))
-            d_gates = tf.reshape(d_gates.stack(), [-1, 4 * units])
-            dx = tf.reshape(tf.matmul(d_gates, w_x, transpose_b=True), tf.shape(x))
-            return dx, dc0, dh0, d_kernel, d_bias
-
-        return (outputs, c, h), grad
-
-    outputs, c, h = layer(x, c0, h0, kernel, bias)
+    outputs, c, h, saved = _forward(x, c0, h0, kernel, bias, live, needs_gradient)
+    if needs_gradient:
+        held = [x, c0, h0, kernel, bias] + ([] if live is None else [live])
+        held += [_held(array) for array in saved]
+        with v1.get_default_graph().gradient_override_map({"IdentityN": GRADIENT}):
+            outputs, c, h = tf.identity_n([outputs, c, h] + held)[:3]
     outputs.set_shape(x.shape[:2].concatenate([kernel.shape[-1] // 4]))
     return outputs, c, h
 
 
 def run(x, initial_c, initial_h, *, num_units, num_layers, sequence_length=None,
-        dropout=0.0, training=False):
+        dropout=0.0, training=False, needs_gradient=True):
     """Runs the stack over ``x`` from the given state.
 
     Args:
@@ -147,6 +196,8 @@ def run(x, initial_c, initial_h, *, num_units, num_layers, sequence_length=None,
         was and its outputs are zero.
       dropout: rate of dropout on every layer's outputs when ``training``.
       training: whether dropout applies.
+      needs_gradient: False runs the forward-only loop (EVAL, PREDICT, export), which
+        saves no activations and has no gradient.
 
     Returns:
       (outputs, final_c, final_h): the top layer's outputs [batch, time, num_units] and
@@ -161,7 +212,8 @@ def run(x, initial_c, initial_h, *, num_units, num_layers, sequence_length=None,
     final_c, final_h = [], []
     for layer, scope in enumerate(cell_scopes(num_layers)):
         kernel, bias = _variables(scope, inputs.shape[-1], num_units)
-        inputs, c, h = _layer(inputs, layer_c[layer], layer_h[layer], kernel, bias, live)
+        inputs, c, h = _layer(inputs, layer_c[layer], layer_h[layer], kernel, bias, live,
+                              needs_gradient)
         if training and dropout:
             inputs = tf.nn.dropout(inputs, rate=dropout)
         final_c.append(c)

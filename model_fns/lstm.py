@@ -118,7 +118,7 @@ def lstm_model_fn(features, labels, mode, params):
     outputs, final_c, final_h = _lstm_stack.run(
         x, initial_c, initial_h, num_units=num_units, num_layers=num_layers,
         sequence_length=sequence_length, dropout=params["dropout"],
-        training=mode == ModeKeys.TRAIN)
+        training=mode == ModeKeys.TRAIN, needs_gradient=mode == ModeKeys.TRAIN)
     head = _head(params)
     outputs, weights = _head_inputs(outputs, sequence_length, params["output"])
     logits = v1.layers.dense(outputs, head.width, name="logits")

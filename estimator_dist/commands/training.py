@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from estimator_dist import export, models, run_record, strategy_table
 from estimator_dist import plan as plan_lib
-from estimator_dist.commands import checkpoints, events, hooks
+from estimator_dist.commands import checkpoint_saver, checkpoints, events, hooks
 from estimator_dist.commands.config import RunSettings
 from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
 from estimator_dist.estimator import make_estimator
@@ -312,12 +312,26 @@ def _train(estimator, settings, strategy, data, progress):
                                   throttle_secs=_EVAL_THROTTLE_SECONDS, start_delay_secs=0))
         return _final_eval(estimator.model_dir, settings.max_steps)
     metrics = {}
-    for stop in _eval_stops(_checkpoint_step(estimator.model_dir), settings.max_steps,
-                            settings.save_checkpoints_steps):
-        estimator.train(train_fn, max_steps=stop, hooks=train_hooks,
-                        saving_listeners=[hooks.FiniteWeightsListener()])
+    stops = _eval_stops(_checkpoint_step(estimator.model_dir), settings.max_steps,
+                        settings.save_checkpoints_steps)
+    for stop in stops:
+        estimator.train(train_fn, max_steps=stop, **_saving(estimator, strategy, train_hooks))
         metrics = _to_python(estimator.evaluate(eval_fn, steps=settings.eval_steps))
     return metrics
+
+
+def _saving(estimator, strategy, train_hooks):
+    """The hooks and saving listeners of one ``train`` call.
+
+    Its checkpoint saver leaves the graph out of the events file, which gets it once, when
+    the process opens its writer. TPUEstimator adds a saver of its own whatever the hooks,
+    so under "tpu" Estimator's saver is kept (and writes the graph at every call).
+    """
+    listeners = [hooks.FiniteWeightsListener()]
+    if strategy.kind.tpu:
+        return {"hooks": train_hooks, "saving_listeners": listeners}
+    saver = checkpoint_saver.CheckpointSaverHook(estimator.config, listeners=listeners)
+    return {"hooks": train_hooks + [saver]}
 
 
 @dataclasses.dataclass(frozen=True)

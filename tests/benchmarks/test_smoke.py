@@ -59,8 +59,14 @@ def test_lstm_candidates_benchmark_checks_and_times_each(python_run):
 
 def test_lstm_candidates_benchmark_times_the_forward_pass(python_run):
     out = _run(python_run, "lstm_candidates.py", "--rounds", "1", "--steps", "3", "--tiny",
-               "--forward")
-    assert len(_ratios(out)) == 3
+               "--forward", "--cpu-time")
+    assert set(_ratios(out)) == {"dynamic_rnn", "package", "block_cell", "package_forward"}
+
+
+def test_lstm_streaming_benchmark_times_both_exports(python_run):
+    out = _run(python_run, "lstm_streaming.py", "--rounds", "1", "--calls", "3")
+    latencies = dict(re.findall(r"^  (.+?)\s+([\d.]+) ms per chunk", out, re.M))
+    assert set(latencies) == {"Keras LSTM", "lstm_model_fn export"}
 
 
 def test_soak_benchmark_prints_a_row_per_task(python_run):

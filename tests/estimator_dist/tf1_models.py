@@ -63,11 +63,8 @@ def iris_style_model_fn(features, labels, mode, params):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-def basic_lstm_model_fn(features, labels, mode, params):
-    """BasicLSTMCell + dynamic_rnn classifier, v1 Adam."""
-    cell = tf.nn.rnn_cell.BasicLSTMCell(8)
-    outputs, _ = tf.nn.dynamic_rnn(cell, features["x"], dtype=tf.float32)
-    logits = tf.layers.dense(outputs[:, -1], 3)
+def _adam_classifier_spec(mode, logits, labels, params):
+    """Predicted logits; cross-entropy; v1 Adam."""
     if mode == tf.estimator.ModeKeys.PREDICT:
         return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
     loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
@@ -76,6 +73,14 @@ def basic_lstm_model_fn(features, labels, mode, params):
     train_op = tf.train.AdamOptimizer(params["learning_rate"]).minimize(
         loss, global_step=tf.train.get_global_step())
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def basic_lstm_model_fn(features, labels, mode, params):
+    """BasicLSTMCell + dynamic_rnn classifier, v1 Adam."""
+    cell = tf.nn.rnn_cell.BasicLSTMCell(8)
+    outputs, _ = tf.nn.dynamic_rnn(cell, features["x"], dtype=tf.float32)
+    logits = tf.layers.dense(outputs[:, -1], 3)
+    return _adam_classifier_spec(mode, logits, labels, params)
 
 
 def classification_data(num_examples=256, time_steps=None, seed=0):
@@ -134,3 +139,17 @@ def mlp_model_fn(features, labels, mode, params):
     train_op = tf.train.GradientDescentOptimizer(params["learning_rate"]).minimize(
         loss, global_step=tf.train.get_global_step())
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+@tf.custom_gradient
+def _clip_gradient(x):
+    """Identity forward; the gradient clipped to [-1, 1], a usual ``custom_gradient``."""
+    return tf.identity(x), lambda dy: tf.clip_by_value(dy, -1.0, 1.0)
+
+
+def custom_gradient_model_fn(features, labels, mode, params):
+    """A tf.layers classifier whose hidden layer's gradient goes through a
+    ``tf.custom_gradient`` function; v1 Adam."""
+    net = tf.layers.dense(features["x"], 32, activation=tf.nn.relu)
+    logits = tf.layers.dense(_clip_gradient(net), 3)
+    return _adam_classifier_spec(mode, logits, labels, params)

@@ -1,8 +1,12 @@
 """The LSTM stack against BasicLSTMCell + ``dynamic_rnn``: variables, outputs, final
 state and gradients (w.r.t. x, the initial state, every kernel and bias)."""
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.framework import ops
 
 from model_fns import _lstm_stack
 
@@ -153,3 +157,52 @@ def test_stack_variables_are_basic_lstm_cells(num_layers):
     np.testing.assert_allclose(values[f"{scope}/kernel"][1], 0.3)
     np.testing.assert_array_equal(values[f"{scope}/bias"][1], 0.0)
     assert any("RandomUniform" in op_type for op_type in initializers[f"{scope}/kernel"])
+
+
+def _forward_only(*args, **kwargs):
+    return _lstm_stack.run(*args, needs_gradient=False, **kwargs)
+
+
+@pytest.mark.parametrize("lengths", [None, [6, 2, 0, 9]])
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_forward_only_stack_matches_dynamic_rnn(num_layers, lengths):
+    """The loop that EVAL, PREDICT and export run: outputs and final state as
+    dynamic_rnn's (the gradients are TensorFlow's own, through the plain loop)."""
+    kwargs = dict(num_layers=num_layers, time=6, lengths=lengths)
+    expected = _evaluate(_dynamic_rnn_stack, **kwargs)
+    actual = _evaluate(_forward_only, **kwargs)
+    for name, a, e in zip(["outputs", "final c", "final h"], actual, expected):
+        np.testing.assert_allclose(a, e, atol=1e-5, err_msg=name)
+
+
+def test_forward_only_stack_saves_no_activations():
+    """Training saves six TensorArrays of activations per layer; the forward-only loop
+    writes only its outputs."""
+    def arrays(stack):
+        with tf.Graph().as_default() as graph:
+            stack(tf.zeros([2, 3, DIM]), *[tf.zeros([2, UNITS])] * 2, num_units=UNITS,
+                  num_layers=1)
+            return sum(op.type in ("TensorListReserve", "TensorArrayV3")
+                       for op in graph.get_operations())
+
+    assert (arrays(_lstm_stack.run), arrays(_forward_only)) == (7, 1)
+
+
+def _differentiated_stack_graph():
+    """A weak reference to a graph in which the stack was built and differentiated."""
+    with tf.Graph().as_default() as graph:
+        x = tf.zeros([2, 3, DIM])
+        outputs, _, _ = _lstm_stack.run(x, *[tf.zeros([2, 2 * UNITS])] * 2,
+                                        num_units=UNITS, num_layers=2)
+        tf.gradients(outputs, [x] + v1.trainable_variables())
+    return weakref.ref(graph)
+
+
+def test_stack_gradient_keeps_no_graph_alive():
+    """The backward pass is registered once, by name: building and differentiating the
+    stack in a graph leaves nothing process-wide that holds the graph."""
+    registered = len(ops.gradient_registry.list())
+    graph = _differentiated_stack_graph()
+    gc.collect()
+    assert graph() is None
+    assert len(ops.gradient_registry.list()) == registered

@@ -1,7 +1,9 @@
 """``python -m estimator_dist.train``: flags, config file, recorded runs, progress, summary."""
+import glob
 import json
 
 import pytest
+import tensorflow as tf
 
 from estimator_dist import run_record
 from estimator_dist.commands import events, train, training
@@ -137,6 +139,26 @@ def test_save_checkpoints_steps_evaluates_each_checkpoint(model_dir, capsys):
                            "--model-dir", model_dir], capsys)
     eval_steps = [step for step, _ in events.scalars(f"{model_dir}/eval")["accuracy"]]
     assert code == 0 and eval_steps == [10, 20]
+
+
+def _graph_events(model_dir):
+    """How many times the training events files hold the graph and the meta graph."""
+    found = [event for path in glob.glob(f"{model_dir}/events.out.tfevents.*")
+             for event in tf.compat.v1.train.summary_iterator(path)]
+    return (sum(bool(event.graph_def) for event in found),
+            sum(bool(event.meta_graph_def) for event in found))
+
+
+@pytest.mark.parametrize("strategy", ["default", "mirrored"])
+def test_graph_goes_into_the_events_file_once_over_train_calls(model_dir, capsys, strategy):
+    """One train call per checkpoint interval; Estimator's own saver would write the
+    graph at each."""
+    code, _, _ = run_main(["--max-steps", 30, "--save-checkpoints-steps", 10, "--no-export",
+                           "--strategy", strategy, "--model-dir", model_dir], capsys)
+    eval_steps = [step for step, _ in events.scalars(f"{model_dir}/eval")["accuracy"]]
+    assert code == 0 and eval_steps == [10, 20, 30]
+    assert tf.train.latest_checkpoint(model_dir).endswith("model.ckpt-30")
+    assert _graph_events(model_dir) == (1, 1)
 
 
 def test_mirrored_progress_shows_cross_replica_loss(model_dir, capsys):

@@ -61,3 +61,17 @@ def test_lstm_candidates_benchmark_times_the_forward_pass(python_run):
     out = _run(python_run, "lstm_candidates.py", "--rounds", "1", "--steps", "3", "--tiny",
                "--forward")
     assert len(_ratios(out)) == 3
+
+
+@pytest.mark.multi_process
+@pytest.mark.timeout(300)
+def test_scaling_benchmark_reports_each_case_and_a_breakdown(python_run):
+    out = _run(python_run, "scaling.py", "--rounds", "1", "--steps", "8", "--warmup", "2",
+               "--batch", "16", "--hidden-units", "4", "--no-collectives",
+               "--kinds", "alone",
+               "--package-variants", "all_reduce_dtype=bfloat16,all_reduce_bytes_per_pack=64")
+    cases = re.findall(r"^  (.+?)\s+[\d.]+ ms/step\s+[\d,]+ examples/s\s+x[\d.]+ ", out, re.M)
+    assert cases == ["1 process",
+                     "package 2 workers (all_reduce_dtype=bfloat16,all_reduce_bytes_per_pack=64)"]
+    assert re.search(r"traced step \(ms\): compute [\d.]+, all-reduce [\d.]+, "
+                     r"waiting [\d.]+, host [\d.]+", out)

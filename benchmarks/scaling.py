@@ -1,7 +1,8 @@
 """Two workers against one: examples/s of a dense model as a local cluster grows.
 
     python benchmarks/scaling.py [--rounds 3] [--steps 200] [--batch 512 128]
-                                 [--hidden-units 1024 1024] [--dim 64]
+                                 [--hidden-units 1024 1024] [--dim 64] [--kinds ...]
+                                 [--plain-variants OPTIONS ...] [--package-variants OPTIONS ...]
 
 Every case trains the same legacy model_fn (``tf.layers`` dense ``dim`` -> hidden units
 -> 2, ``tf.losses`` cross-entropy, v1 Adam) at the same global batch, each process
@@ -14,8 +15,10 @@ processes than the machine has cores):
   all-reduce cost nothing.
 * ``plain TF 2 workers`` — ``tf.distribute.MultiWorkerMirroredStrategy``
   with its defaults under a plain ``tf.estimator.RunConfig`` and ``train_and_evaluate``.
-* ``package 2 workers`` — ``estimator_dist.make_run_config("multi_worker", ...)`` with
-  its defaults (plus the options of ``--package-options``).
+* ``package 2 workers`` — ``estimator_dist.make_run_config("multi_worker")`` with its
+  defaults; each ``--package-variants`` item (``NAME=VALUE,...``) adds a case with those
+  options, each ``--plain-variants`` item a plain TF case with those
+  ``CommunicationOptions``.
 * ``parameter_server 2 workers + 1 ps`` — ``make_run_config("parameter_server")``:
   a chief and a worker stepping asynchronously, each on a worker's share of the batch.
 
@@ -26,7 +29,9 @@ median of the per-round ratios to the baseline. Cluster cases also trace a few s
 are not collectives), all-reduce (collective time after the last worker reached it),
 waiting (collective time before the other worker reached it) and host (the
 ``Session.run`` time outside any op: hooks, feeding, fetching). Both workers run on one
-machine, so their traces share a clock.
+machine, so their traces share a clock. Last, two pinned workers time a lone all-reduce
+by size (``--no-collectives`` skips it): the constants of the ring model in
+docs/benchmarks.md.
 """
 import argparse
 import json
@@ -46,7 +51,7 @@ _TRANSFERS = ("_Recv", "_Send", "_HostRecv", "_HostSend")
 KINDS = {"alone": "1 process", "half": "1 process, half batch", "plain": "plain TF 2 workers",
          "package": "package 2 workers", "ps": "parameter_server 2 workers + 1 ps"}
 BASELINE = KINDS["alone"]
-# CommunicationOptions of the plain TF case (--plain-options).
+# Options of --plain-variants (CommunicationOptions) and --package-variants.
 _PLAIN_OPTION_TYPES = {"bytes_per_pack": int, "timeout_seconds": float, "implementation": str}
 _PACKAGE_OPTION_TYPES = {"all_reduce_bytes_per_pack": int, "all_reduce_dtype": str,
                          "steps_per_run": int, "threads": int}

@@ -134,6 +134,19 @@ def blobs_input_fn(shape, batch_size, num_classes=2, examples=4096):
     return input_fn
 
 
+def plain_mlp_model_fn(features, labels, mode, params):
+    """What a legacy user writes: a ``tf.layers`` MLP of ``params["hidden_units"]`` over
+    feature ``x``, ``tf.losses`` cross-entropy over 2 classes, v1 Adam."""
+    v1 = tf.compat.v1
+    net = features["x"]
+    for units in params["hidden_units"]:
+        net = v1.layers.dense(net, units, activation=tf.nn.relu)
+    logits = v1.layers.dense(net, 2)
+    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = v1.train.AdamOptimizer(1e-3).minimize(loss, v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
 def quiet_config(**kwargs):
     """A RunConfig in a fresh directory that writes as little as possible."""
     return estimator_dist.make_run_config(

@@ -16,24 +16,10 @@ if "--v1-behavior" in sys.argv:
     import tensorflow as tf
     tf.compat.v1.disable_v2_behavior()
 
-import tensorflow as tf  # noqa: E402
-
 import _timing  # noqa: E402
 import estimator_dist  # noqa: E402
 
-v1 = tf.compat.v1
 BATCH = 128
-
-
-def plain_model_fn(features, labels, mode, params):
-    """A TF1 model_fn: tf.layers MLP, tf.losses cross-entropy, v1 Adam."""
-    net = features["x"]
-    for units in params["hidden_units"]:
-        net = v1.layers.dense(net, units, activation=tf.nn.relu)
-    logits = v1.layers.dense(net, 2)
-    loss = v1.losses.sparse_softmax_cross_entropy(labels, logits)
-    train_op = v1.train.AdamOptimizer(1e-3).minimize(loss, v1.train.get_global_step())
-    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
 def main(argv=None):
@@ -49,8 +35,8 @@ def main(argv=None):
     params = {"hidden_units": args.hidden_units}
     systems = {}
     for k in args.steps_per_run:
-        estimator = estimator_dist.make_estimator(plain_model_fn, _timing.quiet_config(), params,
-                                                  steps_per_run=k)
+        estimator = estimator_dist.make_estimator(
+            _timing.plain_mlp_model_fn, _timing.quiet_config(), params, steps_per_run=k)
         systems[f"steps_per_run={k}"] = (
             lambda e=estimator: _timing.estimator_rate(e, input_fn, args.steps, BATCH))
     print(f"plain model_fn 64 -> {args.hidden_units} -> 2, batch {BATCH}, {args.steps} steps "

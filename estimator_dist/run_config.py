@@ -181,7 +181,8 @@ def with_steps_per_run(config, steps_per_run):
 
 def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tpu=None,
                     use_tpu=True, collective_timeout=None, rendezvous_timeout=None,
-                    steps_per_run=None, tf_config=None, **run_config_kwargs):
+                    steps_per_run=None, tf_config=None, all_reduce_bytes_per_pack=None,
+                    all_reduce_dtype=None, **run_config_kwargs):
     """Returns a ``tf.estimator.RunConfig`` that runs an Estimator under ``strategy``.
 
     Hand the result to a plain ``tf.estimator.Estimator(model_fn, config=...)``.
@@ -210,6 +211,11 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
       steps_per_run: training steps per ``Session.run`` (default 1), carried by the
         config as ``config.steps_per_run`` for ``estimator_dist.make_estimator``; for
         "tpu" it sets ``iterations_per_loop``.
+      all_reduce_bytes_per_pack: for "multi_worker", gradients are all-reduced in packs of
+        about this many bytes, each pack as soon as its gradients are ready (default 0:
+        TensorFlow's one collective for all gradients, after the whole backward pass).
+      all_reduce_dtype: for "multi_worker", "bfloat16" all-reduces float32 gradients as
+        bfloat16 (half the bytes; the update is float32); default "float32".
       tf_config: this task's cluster for "multi_worker" and "parameter_server", parsed
         already (a ``TFConfig``, as ``estimator_dist.resolve_cluster`` returns it);
         default: parsed here from ``TF_CONFIG`` or another cluster source. TensorFlow
@@ -244,6 +250,10 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
         return _tpu_run_config(num_replicas=num_replicas, model_dir=model_dir, tpu=tpu,
                                use_tpu=use_tpu, **run_config_kwargs)
     options = {} if collective_timeout is None else {"collective_timeout": collective_timeout}
+    for name, value in (("all_reduce_bytes_per_pack", all_reduce_bytes_per_pack),
+                        ("all_reduce_dtype", all_reduce_dtype)):
+        if value is not None:
+            options[name] = value
     if rendezvous_timeout is not None:
         options["rendezvous_timeout"] = check_positive_int("rendezvous_timeout",
                                                            rendezvous_timeout)

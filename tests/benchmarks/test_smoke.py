@@ -76,3 +76,17 @@ def test_soak_benchmark_prints_a_row_per_task(python_run):
     assert re.search(r"^default: \d+ s, (FLAT|GROWS)$", result.stdout, re.M), result.stdout
     assert re.search(r"^  train \(\d+\) +\d+/\d+/\d+, [+-]\d+ ", result.stdout, re.M)
     assert "model dir: " in result.stdout
+
+
+@pytest.mark.multi_process
+@pytest.mark.timeout(300)
+def test_scaling_benchmark_reports_each_case_and_a_breakdown(python_run):
+    out = _run(python_run, "scaling.py", "--rounds", "1", "--steps", "8", "--warmup", "2",
+               "--batch", "16", "--hidden-units", "4", "--no-collectives",
+               "--kinds", "alone",
+               "--package-variants", "all_reduce_dtype=bfloat16,all_reduce_bytes_per_pack=64")
+    cases = re.findall(r"^  (.+?)\s+[\d.]+ ms/step\s+[\d,]+ examples/s\s+x[\d.]+ ", out, re.M)
+    assert cases == ["1 process",
+                     "package 2 workers (all_reduce_dtype=bfloat16,all_reduce_bytes_per_pack=64)"]
+    assert re.search(r"traced step \(ms\): compute [\d.]+, all-reduce [\d.]+, "
+                     r"waiting [\d.]+, host [\d.]+", out)

@@ -149,6 +149,21 @@ def test_multi_worker_train_and_evaluate_two_workers(model_dir):
     assert os.path.exists(os.path.join(model_dir, "model.ckpt-100.index"))
 
 
+def test_multi_worker_all_reduce_in_bfloat16_packs_trains_like_float32(tmp_path):
+    """all_reduce_dtype="bfloat16" with a pack per variable: the same weights as float32's
+    one pack, to bfloat16's precision."""
+    kernels = {}
+    for reduction in ("float32", "bfloat16_packs"):
+        model_dir = str(tmp_path / reduction)
+        results = _run_workers([_job(model_dir, 100, "train_and_evaluate", reduction)] * 2,
+                               free_ports(2), 240)
+        for _, stderr, code in results:
+            assert code == 0, stderr[-2000:]
+        kernels[reduction] = tf.train.load_variable(model_dir, "kernel")
+    difference = abs(kernels["bfloat16_packs"] - kernels["float32"]).max()
+    assert 0 < difference < 0.02 * abs(kernels["float32"]).max()
+
+
 def test_multi_worker_per_replica_variable_save_stalls_until_watchdog(model_dir):
     """An ON_READ (SUM) variable is summed across workers when the chief saves it; the
     other workers never join that collective (worker 1 ends, its steps done), so the save

@@ -228,3 +228,23 @@ def test_multi_worker_after_runtime_started_names_the_fix(python_run):
                      r".*call estimator_dist\.make_run_config at the start of the program, "
                      r"before any TensorFlow op runs\.", done.stdout), done.stdout[-3000:]
     assert "Collective ops must be configured at program startup" not in done.stdout
+
+
+@pytest.mark.parametrize("option,value", [("all_reduce_dtype", "bfloat16"),
+                                          ("all_reduce_bytes_per_pack", 2**20)])
+def test_all_reduce_options_outside_multi_worker_rejected(option, value):
+    with pytest.raises(ValueError, match=f"{option} applies to strategy 'multi_worker' only"):
+        estimator_dist.make_run_config("mirrored", **{option: value})
+
+
+@pytest.mark.parametrize("option,value,rule", [
+    ("all_reduce_dtype", "float8", r"must be one of \['bfloat16', 'float32'\]"),
+    ("all_reduce_bytes_per_pack", -1, "must be a non-negative int"),
+])
+def test_all_reduce_options_bad_value_rejected_before_the_rendezvous(monkeypatch, option,
+                                                                      value, rule):
+    # The one worker's address answers nobody: a rendezvous would wait, the check does not.
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["127.0.0.1:1"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    with pytest.raises(ValueError, match=f"{option} {rule}. Received: {option}={value!r}"):
+        estimator_dist.make_run_config("multi_worker", **{option: value})

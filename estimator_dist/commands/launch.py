@@ -1,8 +1,10 @@
 """``python -m estimator_dist.launch``: run a local cluster of tasks with TF_CONFIG.
 
 Starts one process per task on 127.0.0.1, each with its own ``TF_CONFIG``, prefixes
-their output with the task name, forwards SIGINT/SIGTERM, and exits non-zero as soon as
-any task fails (stopping the rest). Parameter servers run until the others finish.
+their output with the task name, forwards SIGINT/SIGTERM (then exits 128 + the signal,
+whatever the tasks exit with), and exits non-zero as soon as any task fails (stopping the
+rest), unless ``--max-restarts`` lets it start the whole cluster again, resuming from the
+last checkpoint (``restarts``). Parameter servers run until the others finish.
 On Linux every task runs in one private network namespace, so no other address of the
 host reaches their (unauthenticated) gRPC servers; elsewhere, or without permission for
 a namespace, it refuses unless ``--allow-network-exposure`` is given (docs/security.md).

@@ -14,8 +14,7 @@ in, and a daemon thread reads it. Then:
   variables it holds, and exits ``128 + signal`` once none answers, or after the bound;
 - any other task has until the bound to end through its own handler (``PreemptionHook``
   saves the step); still running then, it exits ``128 + signal`` without a final
-  checkpoint (a checkpoint half-written is never named in ``checkpoint``, so the model
-  dir keeps its last complete one).
+  checkpoint (the model dir keeps the checkpoints saved before).
 """
 import contextlib
 import os

@@ -61,3 +61,10 @@ def test_lstm_candidates_benchmark_times_the_forward_pass(python_run):
     out = _run(python_run, "lstm_candidates.py", "--rounds", "1", "--steps", "3", "--tiny",
                "--forward")
     assert len(_ratios(out)) == 3
+
+
+@pytest.mark.multi_process
+def test_sigterm_roles_benchmark_times_every_task(python_run):
+    out = _run(python_run, "sigterm_roles.py", "--rounds", "1", "--settle", "1")
+    assert re.search(r"^median \S+: chief 0 [\d.]+ s, worker 0 [\d.]+ s, ps 0 [\d.]+ s, "
+                     r"evaluator 0 [\d.]+ s$", out, re.M), out

@@ -41,13 +41,13 @@ def _start_cluster(tmp_path, strategy, workers, ps, evaluator, running, stand_in
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     tasks = {}
     for task_type, index in running:
-        log = open(tmp_path / f"{task_type}{index}.log", "w")  # pylint: disable=consider-using-with
-        tasks[(task_type, index)] = subprocess.Popen(
-            [sys.executable, "-m", "estimator_dist.train", "--strategy", strategy,
-             "--model-dir", model_dir, "--max-steps", "1000000", "--no-export",
-             "--rendezvous-timeout", "300"],
-            env={**env, "TF_CONFIG": cluster.TFConfig(spec, task_type, index).to_json()},
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        with open(tmp_path / f"{task_type}{index}.log", "w") as log:
+            tasks[(task_type, index)] = subprocess.Popen(
+                [sys.executable, "-m", "estimator_dist.train", "--strategy", strategy,
+                 "--model-dir", model_dir, "--max-steps", "1000000", "--no-export",
+                 "--rendezvous-timeout", "300"],
+                env={**env, "TF_CONFIG": cluster.TFConfig(spec, task_type, index).to_json()},
+                stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
     return tasks, sockets, model_dir
 
 

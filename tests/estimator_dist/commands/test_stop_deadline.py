@@ -67,7 +67,11 @@ _CASES = {
     "ps_worker": (_PS, ("worker", 0), "training", (_STOPPED, _INTERRUPTED)),
     "ps_ps": (_PS, ("ps", 0), "training", ("SIGTERM: stopped serving variables",)),
     "ps_evaluator": (_PS, ("evaluator", 0), "training", (_INTERRUPTED,)),
-    "multi_worker_worker": (_MW, ("worker", 1), "training", (_STOPPED,)),
+    # Worker 1 signalled, both stop after the same step; worker 0 may exit while worker 1
+    # still waits for it in a collective at the end of training (seen once in three runs):
+    # then the bound ends worker 1, which owns no checkpoint.
+    "multi_worker_worker": (_MW, ("worker", 1), "training",
+                            (_STOPPED, "SIGTERM: stopped without a final checkpoint")),
     # Waiting: for a peer in the rendezvous; past it (the chief's port answers, but no
     # chief initialises the variables) in TensorFlow's session manager; for the first
     # checkpoint.

@@ -1,8 +1,10 @@
 """``python -m estimator_dist.launch``: run a local cluster of tasks with TF_CONFIG.
 
 Starts one process per task on 127.0.0.1, each with its own ``TF_CONFIG``, prefixes
-their output with the task name, forwards SIGINT/SIGTERM, and exits non-zero as soon as
-any task fails (stopping the rest). Parameter servers run until the others finish.
+their output with the task name, forwards SIGINT/SIGTERM (then exits 128 + the signal,
+whatever the tasks exit with), and exits non-zero as soon as any task fails (stopping the
+rest), unless ``--max-restarts`` lets it start the whole cluster again, resuming from the
+last checkpoint (``restarts``). Parameter servers run until the others finish.
 On Linux every task runs in one private network namespace, so no other address of the
 host reaches their (unauthenticated) gRPC servers; elsewhere, or without permission for
 a namespace, it refuses unless ``--allow-network-exposure`` is given (docs/security.md).
@@ -27,7 +29,7 @@ import threading
 import time
 
 from estimator_dist import cluster
-from estimator_dist.commands import cli, isolation
+from estimator_dist.commands import cli, isolation, restarts
 from estimator_dist.errors import UsageError
 
 _POLL_SECONDS = 0.2
@@ -72,6 +74,10 @@ def launch_parser(subparsers=None):
                              "--nodes; counted in the --workers bound")
     parser.add_argument("--timeout", type=cli.non_negative_int, default=0,
                         help="stop every task and fail after this many seconds (0: no limit)")
+    parser.add_argument("--max-restarts", type=cli.non_negative_int, default=0, metavar="N",
+                        help="when a task fails, stop the others and start the whole cluster "
+                             "again, resuming from the last checkpoint, up to N times "
+                             "(default: 0)")
     parser.add_argument(isolation.EXPOSURE_FLAG, action="store_true",
                         help="run the tasks in the host's network namespace, where every "
                              "interface reaches their unauthenticated gRPC servers "
@@ -96,6 +102,12 @@ def _validate_launch_args(args):
             f"tasks on this machine ({_FILES_PER_TASK} of its {_open_files_allowed():,} open "
             f"files and {_MEMORY_PER_TASK // 2**20} MiB of its {_memory() // 2**20:,} MiB of "
             f"memory each). Received: {tasks:,} tasks")
+    if args.max_restarts and args.nodes:
+        raise UsageError(
+            "--max-restarts must be 0 with --nodes: each node's launcher sees only its own "
+            "tasks, so the launchers cannot agree on restarting the whole cluster (let the "
+            "cluster manager restart the nodes, docs/cluster.md). Received: --max-restarts "
+            f"{args.max_restarts} --nodes {args.nodes}")
     return command
 
 
@@ -227,25 +239,82 @@ def _stop(tasks, signum=signal.SIGTERM, grace=_STOP_GRACE_SECONDS):
             task.process.wait()
 
 
-def _supervise(tasks, timeout):
-    """Waits for the non-ps tasks; returns the exit code of the whole cluster."""
-    deadline = time.monotonic() + timeout if timeout else None
+class _Forwarder:
+    """The launcher's SIGTERM/SIGINT handler: records the signal and forwards it to the
+    tasks running now (to a group started while it arrived, once the group is up)."""
+
+    def __init__(self):
+        self.received = []
+        self.tasks = []  # The group started last.
+        self._forwarded = False
+
+    def __call__(self, signum, frame):
+        del frame  # Unused.
+        self.received.append(signum)
+        self._forward(signum)
+
+    def _forward(self, signum):
+        self._forwarded = True
+        for task in self.tasks:
+            task.signal(signum)
+
+    def watch(self, tasks):
+        """Forwards signals to ``tasks`` from now on, and one that came while they started."""
+        self.tasks, self._forwarded = tasks, False
+        if self.received and not self._forwarded:
+            self._forward(self.received[0])
+
+
+def _watch(tasks, deadline, forwarder):
+    """Waits for the non-ps tasks to end; returns (outcome, failed task or None): "done",
+    "failed" (a task exited non-zero), "timeout" or "signalled" (the launcher got SIGTERM
+    or SIGINT: not a failure, whatever codes the tasks exit with)."""
     finishing = [t for t in tasks if t.task_type != "ps"]
     while True:
-        codes = {t.name: t.process.poll() for t in finishing}
-        failed = {name: code for name, code in codes.items() if code not in (None, 0)}
+        if forwarder.received:
+            return "signalled", None
+        failed = [t for t in finishing if t.process.poll() not in (None, 0)]
         if failed:
-            name, code = next(iter(failed.items()))
-            print(f"launch: {name} failed with exit code {code}; stopping the other tasks",
-                  file=sys.stderr)
-            return code if code > 0 else 1
-        if all(code == 0 for code in codes.values()):
-            return 0
+            return "failed", failed[0]
+        if all(t.process.poll() == 0 for t in finishing):
+            return "done", None
         if deadline and time.monotonic() > deadline:
-            print(f"launch: tasks still running after --timeout {timeout} s; stopping them",
-                  file=sys.stderr)
-            return 124
+            return "timeout", None
         time.sleep(_POLL_SECONDS)
+
+
+def _supervise(start, command, args, forwarder):
+    """Runs the cluster ``start()`` starts, again after a task fails while
+    ``--max-restarts`` allows; returns the exit code. ``forwarder.tasks`` is the group
+    started last, for the caller to stop."""
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    model_dir = restarts.model_dir_of(command)
+    restart = 0
+    while True:
+        forwarder.watch(start())
+        outcome, failed = _watch(forwarder.tasks, deadline, forwarder)
+        if outcome != "failed" or restart == args.max_restarts:
+            break
+        _stop(forwarder.tasks)
+        if forwarder.received:  # Stopped while the failed group stopped: no restart.
+            outcome = "signalled"
+            break
+        restart += 1
+        print(restarts.restart_line(failed.name, failed.process.returncode, restart,
+                                    args.max_restarts, model_dir), file=sys.stderr, flush=True)
+    if outcome == "signalled":
+        return 128 + forwarder.received[0]
+    if outcome == "timeout":
+        print(f"launch: tasks still running after --timeout {args.timeout} s; stopping them",
+              file=sys.stderr)
+        return 124
+    if outcome == "failed":
+        code = failed.process.returncode
+        after = f" after {restart} restart{'s' if restart > 1 else ''}" if restart else ""
+        print(f"launch: {failed.name} failed with {restarts.describe_exit(code)}{after}; "
+              "stopping the other tasks", file=sys.stderr)
+        return code if code > 0 else 1
+    return 0
 
 
 def launch_command(args):
@@ -253,32 +322,26 @@ def launch_command(args):
     command = _validate_launch_args(args)
     _validate_multi_host(args)
     if args.nodes:
-        tasks = _start_node(command, args)
+        def start():
+            return _start_node(command, args)
     else:
         _isolate(args)
-        tasks = _start(command, args.workers, args.ps, args.evaluator)
-    received = []
 
-    def forward(signum, frame):
-        del frame  # Unused.
-        received.append(signum)
-        for task in tasks:
-            task.signal(signum)
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        def start():
+            return _start(command, args.workers, args.ps, args.evaluator)
+    forwarder = _Forwarder()
+    previous = {s: signal.signal(s, forwarder) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        code = _supervise(tasks, args.timeout)
+        code = _supervise(start, command, args, forwarder)
     finally:
-        if received:
-            _stop(tasks, signum=None, grace=_SIGNALLED_GRACE_SECONDS)
+        if forwarder.received:
+            _stop(forwarder.tasks, signum=None, grace=_SIGNALLED_GRACE_SECONDS)
         else:
-            _stop(tasks)
-        for task in tasks:
+            _stop(forwarder.tasks)
+        for task in forwarder.tasks:
             task.reader.join(timeout=5)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if received and code == 0:
-        return 128 + received[0]
     return code
 
 

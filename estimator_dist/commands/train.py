@@ -12,7 +12,7 @@ import signal
 import sys
 
 from estimator_dist import cluster, config_files, models, run_record, strategy_table
-from estimator_dist.commands import cli, engines, logs
+from estimator_dist.commands import cli, engines, logs, stop_deadline
 from estimator_dist.commands import config as config_lib
 from estimator_dist.errors import UsageError
 
@@ -212,23 +212,28 @@ def train_command(args):
     return 0
 
 
-def _sigterm_handler():
-    """The SIGTERM handler while training: ``cli.raise_terminated`` (SIGTERM outside the
-    training steps, which ``preemption.PreemptionHook`` handles), except on a parameter
-    server, which blocks in TensorFlow's C++ server where no Python handler runs (there
-    the default ends it at once, losing nothing: ps tasks save no checkpoints)."""
+def _stop_deadline():
+    """The context bounding how long this task takes to end on SIGTERM or SIGINT
+    (``stop_deadline``): a parameter server, blocked in TensorFlow's C++ server where no
+    Python handler runs, serves until the chief and workers have ended."""
     try:
-        is_ps = "TF_CONFIG" in os.environ and cluster.tf_config_from_env().task_type == "ps"
+        tf_config = cluster.tf_config_from_env() if "TF_CONFIG" in os.environ else None
     except UsageError:
-        is_ps = False  # The run itself reports the bad TF_CONFIG.
-    return signal.SIG_DFL if is_ps else cli.raise_terminated
+        tf_config = None  # The run itself reports the bad TF_CONFIG.
+    if tf_config is not None and tf_config.task_type == "ps":
+        return stop_deadline.bounded(
+            _PROG, linger_while=stop_deadline.training_tasks_answer(tf_config))
+    return stop_deadline.bounded(_PROG)
 
 
 def main(argv=None):
-    previous = signal.signal(signal.SIGTERM, _sigterm_handler())
+    # SIGTERM outside the training steps (which preemption.PreemptionHook handles) ends
+    # the run with one line.
+    previous = signal.signal(signal.SIGTERM, cli.raise_terminated)
     try:
-        return cli.run(train_parser(), train_command, argv, interrupted_note=(
-            "the checkpoints saved so far are kept (run again with the same --model-dir to "
-            "resume)"))
+        with _stop_deadline():
+            return cli.run(train_parser(), train_command, argv, interrupted_note=(
+                "the checkpoints saved so far are kept (run again with the same --model-dir "
+                "to resume)"))
     finally:
         signal.signal(signal.SIGTERM, previous)

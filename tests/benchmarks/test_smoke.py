@@ -90,3 +90,10 @@ def test_scaling_benchmark_reports_each_case_and_a_breakdown(python_run):
                      "package 2 workers (all_reduce_dtype=bfloat16,all_reduce_bytes_per_pack=64)"]
     assert re.search(r"traced step \(ms\): compute [\d.]+, all-reduce [\d.]+, "
                      r"waiting [\d.]+, host [\d.]+", out)
+
+
+@pytest.mark.multi_process
+def test_sigterm_roles_benchmark_times_every_task(python_run):
+    out = _run(python_run, "sigterm_roles.py", "--rounds", "1", "--settle", "1")
+    assert re.search(r"^median \S+: chief 0 [\d.]+ s, worker 0 [\d.]+ s, ps 0 [\d.]+ s, "
+                     r"evaluator 0 [\d.]+ s$", out, re.M), out

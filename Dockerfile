@@ -1,0 +1,29 @@
+# The image docs/cluster.md's manifests run: the package installed as `pip install .`
+# installs it (CPU TensorFlow), or over the GPU build of the same TensorFlow.
+#
+#   docker build -t estimator-dist:0.1.0 .
+#   docker build --build-arg TENSORFLOW=gpu -t estimator-dist:0.1.0-gpu .
+#
+# The pins below are setup.py's (tests/test_dockerfile.py checks them).
+FROM python:3.11-slim
+
+# cpu: setup.py's tensorflow-cpu; gpu: tensorflow[and-cuda] first, as docs/install.md says.
+ARG TENSORFLOW=cpu
+
+WORKDIR /opt/estimator-dist
+COPY setup.py README.md ./
+COPY estimator_dist estimator_dist
+COPY model_fns model_fns
+COPY input_fns input_fns
+
+RUN case "$TENSORFLOW" in \
+      cpu) pip install --no-cache-dir . ;; \
+      gpu) pip install --no-cache-dir "tensorflow[and-cuda]==2.15.1" \
+               "tensorflow-estimator==2.15.0" "numpy<2" tqdm PyYAML \
+           && pip install --no-cache-dir --no-deps . ;; \
+      *) echo "TENSORFLOW must be cpu or gpu. Received: TENSORFLOW=$TENSORFLOW" >&2; exit 2 ;; \
+    esac
+
+# Model dirs and data come from volumes or buckets; the manifests give the command.
+WORKDIR /workspace
+CMD ["python", "-m", "estimator_dist.train"]

@@ -1,0 +1,117 @@
+"""After SIGTERM or SIGINT every task of a cluster ends within a bound, whatever it waits in.
+
+Python runs a signal handler in the main thread, between two bytecodes. A task blocked
+inside TensorFlow's C++ never gets there: a parameter server spends its life in
+``server.join()``, and a worker may wait in a session's creation or in a step whose peer
+is gone. Kubernetes sends SIGKILL 30 s after SIGTERM, so such a task must end by itself.
+
+``bounded`` gives the process a wakeup file descriptor (``signal.set_wakeup_fd``): Python's
+C-level handler writes the signal's number there from whatever thread the signal lands
+in, and a daemon thread reads it. Then:
+
+- a parameter server (``linger_while`` given) keeps serving while the chief or a worker
+  still answers on its port, so that they finish the step and the chief saves the
+  variables it holds, and exits ``128 + signal`` once none answers, or after the bound;
+- any other task has until the bound to end through its own handler (``PreemptionHook``
+  saves the step); still running then, it exits ``128 + signal`` without a final
+  checkpoint (the model dir keeps the checkpoints saved before).
+"""
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+# Kubernetes' default grace period is 30 s; a task ends within 20 s of the signal.
+BOUND_SECONDS = 15
+_PROBE_SECONDS = 0.2
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _keep_serving(signum, frame):
+    """A parameter server's Python handler: the watcher thread acts on the signal."""
+    del signum, frame  # Unused.
+
+
+def _answers(address):
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=_PROBE_SECONDS):
+            return True
+    except OSError:
+        return False
+
+
+def training_tasks_answer(tf_config):
+    """A ``linger_while`` for a parameter server: whether the chief or a worker of
+    ``tf_config`` (a ``cluster.TFConfig``) still answers on its port."""
+    addresses = [address for task_type in ("chief", "master", "worker")
+                 for address in tf_config.cluster.get(task_type, [])]
+    return lambda: any(_answers(address) for address in addresses)
+
+
+def _end(prog, signum, started, what, why):
+    print(f"{prog}: {signal.Signals(signum).name}: {what} {time.monotonic() - started:.0f} s "
+          f"after the signal ({why})", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 + signum)  # pylint: disable=protected-access
+
+
+def _wait_for_signal(read_fd):
+    """The first SIGTERM or SIGINT written to ``read_fd``; None once it is closed."""
+    while True:
+        data = os.read(read_fd, 64)
+        if not data:
+            return None
+        received = [s for s in data if s in _SIGNALS]
+        if received:
+            return received[0]
+
+
+def _watch(read_fd, prog, bound, linger_while, left):
+    """Ends the process ``bound`` seconds after the first signal (a parameter server: once
+    ``linger_while()`` fails), unless the context is ``left`` first. The read end stays
+    open after a signal: a handler may raise the signal again (``PreemptionHook`` does,
+    outside a session), and Python reports a write to a closed pipe."""
+    signum = _wait_for_signal(read_fd)
+    if signum is None:
+        os.close(read_fd)
+        return
+    started = time.monotonic()
+    if linger_while is None:
+        if not left.wait(bound):
+            _end(prog, signum, started, "stopped without a final checkpoint",
+                 "still blocked in TensorFlow")
+        return
+    while time.monotonic() < started + bound and linger_while():
+        if left.wait(_PROBE_SECONDS):
+            return
+    running = time.monotonic() >= started + bound
+    _end(prog, signum, started, "stopped serving variables",
+         "training tasks still running" if running else "no training task answers")
+
+
+@contextlib.contextmanager
+def bounded(prog, *, bound=BOUND_SECONDS, linger_while=None):
+    """Within this context (entered in the main thread) the process ends within ``bound``
+    seconds of SIGTERM or SIGINT. With ``linger_while`` (a parameter server) both signals
+    get a handler that does nothing, and the process serves while ``linger_while()``
+    holds; otherwise they keep their handlers, which get ``bound`` seconds to end it."""
+    previous = {s: signal.signal(s, _keep_serving) for s in _SIGNALS} if linger_while else {}
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    left = threading.Event()
+    threading.Thread(target=_watch, args=(read_fd, prog, bound, linger_while, left),
+                     daemon=True, name="stop_deadline").start()
+    try:
+        yield
+    finally:
+        left.set()
+        signal.set_wakeup_fd(previous_fd)
+        os.close(write_fd)  # Without a signal, the watcher reads the end of the pipe.
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

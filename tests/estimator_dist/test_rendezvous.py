@@ -148,7 +148,7 @@ def test_train_cli_sigterm_ends_waiting_worker(model_dir):
         process.kill()
         process.wait()
     assert code == 128 + signal.SIGTERM
-    assert stopped < 5
+    assert stopped < 15  # Within a Kubernetes grace period, with room for a loaded machine.
     assert "rendezvous: stopped by SIGTERM while waiting for worker 1" in rest
 
 

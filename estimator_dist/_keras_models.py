@@ -2,7 +2,9 @@
 
 One builder per built-in model (``models.BuiltinModel.keras_model``): ``(resolved params,
 Checkpoint) -> (Keras model, layer name -> weights)``, its layers named as in the
-checkpoint. Imports no TensorFlow until a builder runs.
+checkpoint; and one that builds it new for the TF2 engines (``BuiltinModel.tf2_model``):
+``(params, x_shape) -> Keras model``, inputs ``{"x"}``, output the logits. Imports no
+TensorFlow until a builder runs.
 """
 from estimator_dist.errors import UsageError
 
@@ -64,8 +66,8 @@ def lstm(params, checkpoint):
     scopes = model_fns.lstm_cell_scopes(num_layers)
     input_dim = checkpoint[f"{scopes[0]}/kernel"].shape[0] - num_units
     x = tf.keras.Input([None, input_dim], name="x")
-    state_c = tf.keras.Input([num_layers * num_units], name="state_c")
-    state_h = tf.keras.Input([num_layers * num_units], name="state_h")
+    state_c = tf.keras.Input([model_fns.lstm_state_width(params)], name="state_c")
+    state_h = tf.keras.Input([model_fns.lstm_state_width(params)], name="state_h")
     outputs, final_c, final_h = _keras_lstm.lstm_stack(
         x, state_c, state_h, num_units=num_units, num_layers=num_layers,
         return_sequences=params["output"] == "sequence", dropout=params["dropout"])
@@ -80,3 +82,23 @@ def lstm(params, checkpoint):
                            {"logits": logits, "state_c": final_c, "state_h": final_h},
                            name="lstm")
     return model, weights
+
+
+def new_dense(params, x_shape):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    x = tf.keras.Input(list(x_shape), name="x")
+    net = x
+    for i, units in enumerate(params["hidden_units"]):
+        net = tf.keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(net)
+    logits = tf.keras.layers.Dense(params["num_classes"], name="logits")(net)
+    return tf.keras.Model({"x": x}, logits)
+
+
+def new_lstm(params, x_shape):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    x = tf.keras.Input(list(x_shape), name="x")
+    net = tf.keras.layers.LSTM(params["num_units"], name="lstm_0")(x)
+    logits = tf.keras.layers.Dense(params["num_classes"], name="logits")(net)
+    return tf.keras.Model({"x": x}, logits)

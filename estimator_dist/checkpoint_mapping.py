@@ -19,7 +19,8 @@ component (``kernel``, ``recurrent_kernel``, ``bias``, ``gamma``, ``moving_mean`
 A ``basic_lstm_cells`` entry fills the layer's ``kernel``, ``recurrent_kernel`` and
 ``bias`` from the cell's ``kernel`` and ``bias`` by the rules of ``_keras_lstm``: the
 kernel is split at the input rows, the gate blocks reordered [i, j, f, o] -> [i, f, j, o]
-and ``forget_bias`` (default 1.0, BasicLSTMCell's) added to the forget block.
+and ``forget_bias`` (default ``model_fns.LSTM_FORGET_BIAS``, 1.0 as in BasicLSTMCell)
+added to the forget block.
 
 The conversion is all or nothing: every Keras weight must get a checkpoint variable of
 its shape, every named variable must exist, and every checkpoint variable must be used
@@ -85,15 +86,20 @@ def _check_str_dict(name, value):
 
 
 def _lstm_entry(layer, entry):
+    """(scope, forget_bias); the forget bias defaults to the one ``model_fns`` runs with."""
+    import model_fns  # pylint: disable=import-outside-toplevel
+
     if isinstance(entry, str):
         entry = {"scope": entry}
+    forget_bias = entry.get("forget_bias", model_fns.LSTM_FORGET_BIAS) if isinstance(
+        entry, dict) else None
     if (not isinstance(entry, dict) or set(entry) - set(_LSTM_KEYS)
             or not isinstance(entry.get("scope"), str)
-            or not isinstance(entry.get("forget_bias", 1.0), (int, float))):
+            or not isinstance(forget_bias, (int, float))):
         raise UsageError(
             f"basic_lstm_cells.{layer} must be a scope name or {{scope: NAME, forget_bias: "
             f"NUMBER}}. Received: basic_lstm_cells.{layer}={entry!r}")
-    return entry["scope"], float(entry.get("forget_bias", 1.0))
+    return entry["scope"], float(forget_bias)
 
 
 def check_mapping(values):

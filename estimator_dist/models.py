@@ -29,6 +29,10 @@ class BuiltinModel:
       serving_shapes: (params, x_shape) -> feature name -> shape.
       keras_model: (resolved params, ``_keras_models.Checkpoint``) -> (Keras model,
         layer name -> weights).
+      tf2_params: the params the TF2 engines' Keras equivalent expresses
+        (``python -m estimator_dist.train --engine keras|loop``); others are refused.
+      tf2_model: (params, x_shape of one example) -> a new Keras model, inputs ``{"x"}``,
+        output the logits, for the TF2 engines.
     """
 
     name: str
@@ -42,6 +46,8 @@ class BuiltinModel:
     x_shape: tuple
     serving_shapes: Callable
     keras_model: Callable
+    tf2_params: tuple
+    tf2_model: Callable
 
     @property
     def model_fn(self):
@@ -57,6 +63,13 @@ class BuiltinModel:
         return importlib.import_module(self.module).resolve_params(params)
 
 
+def _lstm_serving_shapes(params, x_shape):
+    import model_fns  # pylint: disable=import-outside-toplevel
+
+    width = model_fns.lstm_state_width(params)
+    return {"x": [None, None, x_shape[-1]], "state_c": [None, width], "state_h": [None, width]}
+
+
 MODELS = {model.name: model for model in (
     BuiltinModel(
         name="dense",
@@ -70,6 +83,8 @@ MODELS = {model.name: model for model in (
         x_shape=(-1,),
         serving_shapes=lambda params, x_shape: {"x": [None, *x_shape]},
         keras_model=_keras_models.dense,
+        tf2_params=("hidden_units", "num_classes", "learning_rate"),
+        tf2_model=_keras_models.new_dense,
     ),
     BuiltinModel(
         name="lstm",
@@ -81,12 +96,10 @@ MODELS = {model.name: model for model in (
         train_data=lambda: datasets.waves(4096, seed=0),
         eval_data=lambda: datasets.waves(1024, seed=1),
         x_shape=(-1, 1),
-        serving_shapes=lambda params, x_shape: {
-            "x": [None, None, x_shape[-1]],
-            "state_c": [None, params.get("num_layers", 1) * params["num_units"]],
-            "state_h": [None, params.get("num_layers", 1) * params["num_units"]],
-        },
+        serving_shapes=_lstm_serving_shapes,
         keras_model=_keras_models.lstm,
+        tf2_params=("num_units", "num_classes", "learning_rate"),
+        tf2_model=_keras_models.new_lstm,
     ),
 )}
 

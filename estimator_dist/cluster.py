@@ -117,14 +117,6 @@ def parse_tf_config(text):
     return TFConfig(cluster=spec, task_type=task_type, task_index=index)
 
 
-def tf_config_from_env(environ=None):
-    """Returns this task's validated cluster, from ``TF_CONFIG`` or a cluster manager's
-    variables (see ``cluster_sources``), and leaves it in ``environ["TF_CONFIG"]``."""
-    from estimator_dist import cluster_sources  # pylint: disable=import-outside-toplevel
-
-    return cluster_sources.use_cluster(environ)
-
-
 def local_cluster(ports, num_workers, num_ps=0, evaluator=False):
     """Builds a 127.0.0.1 cluster: workers (worker 0 is chief), ps tasks and an evaluator.
 

@@ -13,14 +13,17 @@ One function, ``resolve_cluster``, reads the first source that is present, in th
 Every source yields a ``cluster.TFConfig``; a fault gives one ``UsageError`` line that
 names the source's variable and the fault. A ``master`` task (older Kubeflow
 controllers, SageMaker) becomes ``chief``: ``MultiWorkerMirroredStrategy`` accepts only
-``chief``, and Estimator treats both alike. ``use_cluster`` puts the resolved cluster
-into ``TF_CONFIG`` when it did not come from there verbatim, because TensorFlow's
-strategies and Estimator's RunConfig read only ``TF_CONFIG``.
+``chief``, and Estimator treats both alike.
+
+Reading and writing are apart: ``resolve_cluster`` and ``task_from_env`` only read (the
+latter once per process for the same variables); ``write_tf_config`` puts a resolved
+cluster into ``TF_CONFIG`` when it says otherwise, because TensorFlow's strategies and
+Estimator's RunConfig read only ``TF_CONFIG`` (``strategies.build`` calls it, just before
+it builds a cluster strategy).
 """
+import functools
 import json
 import os
-
-from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver
 
 from estimator_dist import cluster
 from estimator_dist.errors import UsageError
@@ -94,13 +97,15 @@ def _from_slurm(environ):
     rank_text = environ["SLURM_PROCID"]
     nodes_key, nodes = _slurm_var(environ, "NODELIST")
     tasks_key, tasks = _slurm_var(environ, "TASKS_PER_NODE")
+    from estimator_dist.mends import internals  # pylint: disable=import-outside-toplevel
+
     try:
-        hosts = slurm_cluster_resolver.expand_hostlist(nodes)
+        hosts = internals.expand_hostlist(nodes)
     except (ValueError, IndexError):
         raise _fault(nodes_key, "must be a Slurm host list, e.g. node[01-04]",
                      repr(nodes)) from None
     try:
-        counts = slurm_cluster_resolver.expand_tasks_per_node(tasks)
+        counts = internals.expand_tasks_per_node(tasks)
     except ValueError:
         raise _fault(tasks_key, "must be Slurm tasks per node, e.g. 2(x3),1", repr(tasks)) from None
     if len(counts) != len(hosts):
@@ -154,15 +159,50 @@ def resolve_cluster(environ=None):
     return cluster.parse_tf_config(""), None  # Raises the "TF_CONFIG must be set" error.
 
 
-def use_cluster(environ=None):
-    """Resolves this task's cluster and makes ``environ["TF_CONFIG"]`` say it.
+def _source_variables(environ):
+    """The variables ``resolve_cluster`` may read, as a hashable key."""
+    return tuple(sorted((key, value) for key, value in environ.items()
+                        if key in _VARIABLES or key.startswith("SLURM_")))
+
+
+_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "SM_HOSTS", "SM_CURRENT_HOST")
+
+
+@functools.lru_cache(maxsize=4)
+def _resolved(variables):
+    return resolve_cluster(dict(variables))
+
+
+def task_from_env(environ=None):
+    """This task's validated cluster (a ``TFConfig``) from the first source present.
+
+    Reads only. With the process environment, the sources are resolved once while their
+    variables stay the same, however many modules ask.
+
+    Raises:
+      UsageError: as ``resolve_cluster``.
+    """
+    if environ is not None:
+        return resolve_cluster(environ)[0]
+    return _resolved(_source_variables(os.environ))[0]
+
+
+def write_tf_config(config, environ=None):
+    """Makes ``environ["TF_CONFIG"]`` (default: the process's) say the cluster ``config``.
 
     TensorFlow's strategies and Estimator read ``TF_CONFIG`` only, so a cluster from
-    another source (or a ``master`` renamed to ``chief``) is written there, before any
-    strategy is built. Returns the ``TFConfig``.
+    another source (or a ``master`` renamed to ``chief``) is written there before any
+    strategy is built; a ``TF_CONFIG`` that says the same cluster is left as it is.
     """
     environ = os.environ if environ is None else environ
-    config, source = resolve_cluster(environ)
-    if source != "TF_CONFIG" or cluster.parse_tf_config(environ["TF_CONFIG"]) != config:
-        environ["TF_CONFIG"] = config.to_json()
-    return config
+    text = environ.get("TF_CONFIG")
+    if text and _said_by(text) == config:
+        return
+    environ["TF_CONFIG"] = config.to_json()
+
+
+def _said_by(text):
+    try:
+        return cluster.parse_tf_config(text)
+    except UsageError:
+        return None

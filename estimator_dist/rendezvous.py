@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 
-from estimator_dist import cluster
+from estimator_dist import cluster_sources
 from estimator_dist.errors import UsageError
 
 DEFAULT_TIMEOUT_SECONDS = 300
@@ -220,7 +220,7 @@ def form_cluster(build, timeout=None, *, tf_config=None, stream=None):
     process has joined a cluster, building a strategy for it again skips the wait.
     """
     timeout = DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
-    tf_config = tf_config or cluster.tf_config_from_env()
+    tf_config = tf_config or cluster_sources.task_from_env()
     if tf_config.to_json() in _JOINED:  # A second config or Estimator in this process.
         return build()
     stream = stream or sys.stderr

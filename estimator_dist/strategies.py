@@ -18,7 +18,8 @@ import logging
 import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
 
-from estimator_dist import _extended, cluster, divergence, rendezvous, strategy_table
+from estimator_dist import _extended, cluster, cluster_sources, divergence, rendezvous
+from estimator_dist import strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.input_checks import checked_input_fn
 
@@ -254,7 +255,8 @@ def build(name, num_replicas=None, *, tf_config=None, **options):
     """Builds the ``StrategySetup`` for strategy ``name``.
 
     A cluster strategy builds on ``tf_config``, this task's parsed ``cluster.TFConfig``
-    (default: read from the environment, ``cluster.tf_config_from_env``). "tpu" is no
+    (default: read from the environment, ``cluster_sources.task_from_env``), written to
+    ``TF_CONFIG`` for TensorFlow first (``cluster_sources.write_tf_config``). "tpu" is no
     tf.distribute strategy here: ``make_run_config`` wires it through TPUEstimator's own
     RunConfig.
     """
@@ -277,8 +279,10 @@ def build(name, num_replicas=None, *, tf_config=None, **options):
                              f"{' and '.join(map(repr, strategy_table.CLUSTER_NAMES))} only. "
                              f"Received: strategy={name!r}")
     elif tf_config is None:
-        tf_config = cluster.tf_config_from_env()
+        tf_config = cluster_sources.task_from_env()
     elif not isinstance(tf_config, cluster.TFConfig):
         raise UsageError(f"tf_config must be a TFConfig (estimator_dist.parse_tf_config or "
                          f"resolve_cluster returns one). Received: {type(tf_config).__name__}")
+    if kind.cluster:
+        cluster_sources.write_tf_config(tf_config)
     return builder(num_replicas, options, tf_config)

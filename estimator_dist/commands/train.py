@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-from estimator_dist import cluster, config_files, models, run_record, strategy_table
+from estimator_dist import cluster_sources, config_files, models, run_record, strategy_table
 from estimator_dist.commands import cli, engines, logs
 from estimator_dist.commands import config as config_lib
 from estimator_dist.errors import UsageError
@@ -204,7 +204,8 @@ def _sigterm_handler():
     server, which blocks in TensorFlow's C++ server where no Python handler runs (there
     the default ends it at once, losing nothing: ps tasks save no checkpoints)."""
     try:
-        is_ps = "TF_CONFIG" in os.environ and cluster.tf_config_from_env().task_type == "ps"
+        is_ps = ("TF_CONFIG" in os.environ
+                 and cluster_sources.task_from_env().task_type == "ps")
     except UsageError:
         is_ps = False  # The run itself reports the bad TF_CONFIG.
     return signal.SIG_DFL if is_ps else cli.raise_terminated

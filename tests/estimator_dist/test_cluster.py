@@ -59,11 +59,6 @@ def test_parse_tf_config_fault_named(text, fault):
         cluster.parse_tf_config(text)
 
 
-def test_tf_config_from_env_reads_variable():
-    config = cluster.tf_config_from_env({"TF_CONFIG": _tf_config(index=1)})
-    assert config.task_index == 1
-
-
 def test_to_json_round_trips():
     config = cluster.parse_tf_config(_tf_config(index=1))
     assert cluster.parse_tf_config(config.to_json()) == config

@@ -122,18 +122,44 @@ def test_resolve_cluster_fault_names_source(environ, fault):
         cluster_sources.resolve_cluster(environ)
 
 
-def test_use_cluster_writes_tf_config_for_other_sources():
+def test_task_from_env_reads_the_variable_without_writing():
+    environ = {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2"}
+    assert cluster_sources.task_from_env(environ).task_index == 1
+    assert "TF_CONFIG" not in environ
+
+
+def test_task_from_env_resolves_once_per_process(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "a:2"]},
+                                                "task": {"type": "worker", "index": 1}}))
+    calls = []
+    resolve = cluster_sources.resolve_cluster
+    monkeypatch.setattr(cluster_sources, "resolve_cluster",
+                        lambda environ: calls.append(1) or resolve(environ))
+    cluster_sources._resolved.cache_clear()  # pylint: disable=protected-access
+    tasks = [cluster_sources.task_from_env() for _ in range(3)]
+    assert tasks[0].task_index == 1 and len(calls) == 1
+
+
+def test_write_tf_config_writes_tf_config_for_other_sources():
     environ = {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-1"}
-    config = cluster_sources.use_cluster(environ)
+    config = cluster_sources.task_from_env(environ)
+    cluster_sources.write_tf_config(config, environ)
     assert cluster.parse_tf_config(environ["TF_CONFIG"]) == config
 
 
-def test_use_cluster_keeps_tf_config_as_given():
+def test_write_tf_config_keeps_tf_config_as_given():
     text = json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0},
                        "environment": "cloud"})
     environ = {"TF_CONFIG": text}
-    cluster_sources.use_cluster(environ)
+    cluster_sources.write_tf_config(cluster_sources.task_from_env(environ), environ)
     assert environ["TF_CONFIG"] == text
+
+
+def test_write_tf_config_renames_master_to_chief():
+    spec = {"master": ["a:1"], "worker": ["a:2"]}
+    environ = {"TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": "master"}})}
+    cluster_sources.write_tf_config(cluster_sources.task_from_env(environ), environ)
+    assert cluster.parse_tf_config(environ["TF_CONFIG"]).task_type == "chief"
 
 
 def test_make_run_config_multi_worker_bad_source_names_it(monkeypatch):

@@ -7,7 +7,8 @@ read). ``train_and_evaluate`` trains in that mode by handing each task to
 ``run_distribute_coordinator``, whose worker function copies the Estimator, fills its
 config from the worker context and trains the copy with the coordinator mode cleared.
 
-``install()`` (called by ``make_run_config`` for "multi_worker" and "parameter_server")
+``install()`` (mend ``cluster_train`` of ``mends.registry``, installed by ``make_run_config``
+for "multi_worker" and "parameter_server")
 makes ``Estimator.train`` take that same route in INDEPENDENT_WORKER mode: a worker trains,
 a ``ps`` task serves variables until it is stopped, as under ``train_and_evaluate``. Other
 modes keep TensorFlow's own behaviour.

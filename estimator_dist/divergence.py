@@ -17,12 +17,13 @@ checksum (sum and sum of squares in float64) gathered with one all-reduce. When 
 differ, training stops with ``ReplicaDivergenceError``: one line naming the variable
 and the likely cause. Per-replica (``ON_READ``) variables may differ and are skipped.
 """
+import functools
+
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.distribute import multi_worker_util
-from tensorflow.python.distribute import values as ds_values
 
-from estimator_dist import _extended
+from estimator_dist import mends
+from estimator_dist.mends import internals
 
 CHECK_EVERY_STEPS = 100
 # Copies updated by the same aggregated update are bit-identical; this leaves room for
@@ -37,7 +38,7 @@ class ReplicaDivergenceError(RuntimeError):
 def _checked_variables():
     """The mirrored (kept-equal) variables of the graph with something to compare."""
     return [v for v in tf.compat.v1.global_variables()
-            if isinstance(v, ds_values.MirroredVariable)
+            if internals.is_mirrored_variable(v)
             and (v.dtype.is_floating or v.dtype.is_integer)
             and v.shape.is_fully_defined() and v.shape.num_elements() != 0]
 
@@ -82,10 +83,7 @@ def _worker_spreads(strategy, variables):
     of a zero table; summing the tables over the workers (one all-reduce, exact since
     the rest is zeros) gives every worker every row.
     """
-    extended = strategy.extended
-    worker = multi_worker_util.id_in_cluster(extended._cluster_spec, extended._task_type,
-                                             extended._task_id)
-    workers = extended._num_workers
+    worker, workers = internals.worker_index(strategy), internals.num_workers(strategy)
     vector, ids = _flat(strategy, variables, 0)
     vector = tf.cast(vector, tf.float64)
     checksums = tf.stack([tf.math.segment_sum(vector, ids),
@@ -104,7 +102,7 @@ def _check_tensors(strategy):
     variables = _checked_variables()
     if not variables:
         return None
-    across_workers = getattr(strategy.extended, "_num_workers", 1) > 1
+    across_workers = internals.num_workers(strategy) > 1
     spreads_of = _worker_spreads if across_workers else _replica_spreads
     groups = _by_dtype(variables)
     pairs = [spreads_of(strategy, group) for group in groups]
@@ -172,35 +170,16 @@ class DivergenceHook(tf.compat.v1.train.SessionRunHook):
                 _message(names[worst], spreads[worst], step, place))
 
 
-class _WatchedExtended:
-    """Adds a ``DivergenceHook`` to the training spec Estimator builds per replica."""
-
-    _every_n_steps = CHECK_EVERY_STEPS
-
-    def call_for_each_replica(self, fn, args=(), kwargs=None):
-        result = super().call_for_each_replica(fn, args, kwargs)
-        strategy = self._container_strategy()
-        if not (isinstance(result, tf.estimator.EstimatorSpec)
-                and result.mode == tf.estimator.ModeKeys.TRAIN
-                and strategy.num_replicas_in_sync > 1):
-            return result
-        hook = DivergenceHook(strategy, self._every_n_steps)
-        # The grouped spec holds per-replica values that EstimatorSpec's own checks (run
-        # by its _replace) refuse, so the copy is made as the tuple it is.
-        fields = result._asdict()
-        fields["training_hooks"] = tuple(result.training_hooks) + (hook,)
-        return type(result)._make(fields.values())
-
-
 def watch(strategy, every_n_steps=CHECK_EVERY_STEPS):
     """Makes ``strategy`` stop Estimator training when its copies of a variable differ.
 
-    The strategy's ``extended`` gets ``_WatchedExtended``'s ``call_for_each_replica``
-    (``_extended.add_mixin``), which appends a ``DivergenceHook`` to the training spec.
+    The mend ``divergence_check`` (``mends.divergence_check``) makes the strategy append a
+    ``DivergenceHook`` to every Estimator training spec it builds; it is not applied when
+    ``ESTIMATOR_DIST_MENDS_OFF`` turns it off.
 
     Returns:
       ``strategy``.
     """
-    _extended.add_mixin(strategy, _WatchedExtended)
-    strategy.extended._every_n_steps = every_n_steps
+    mends.apply("divergence_check", strategy,
+                make_hook=functools.partial(DivergenceHook, every_n_steps=every_n_steps))
     return strategy

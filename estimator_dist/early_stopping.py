@@ -11,7 +11,8 @@ expression, which is always true, so every ``train_distribute`` gets that hook (
 * with several replicas in a process the hook's stop op is a ``PerReplica`` value, and
   its first check fails with "TypeError: Argument `fetch` = PerReplica ...".
 
-``install()`` (called by ``make_run_config`` when it builds a strategy) mends both: the
+``install()`` (mend ``early_stopping`` of ``mends.registry``, installed by
+``make_run_config`` when it builds a strategy) mends both: the
 replicas of one process check on a timer of seconds or steps, as without a strategy; a
 cluster keeps TensorFlow's rule (every worker must check at the same step, since the stop
 signal is summed over workers, so it asks for ``run_every_steps``); and the stop op runs
@@ -19,6 +20,8 @@ on every local replica.
 """
 import tensorflow as tf
 from tensorflow_estimator.python.estimator import early_stopping as tf_early_stopping
+
+from estimator_dist.mends import internals
 
 _MultiWorkerHook = tf_early_stopping._MultiWorkerEarlyStoppingHook  # pylint: disable=protected-access
 _TF_MAKE_HOOK = tf_early_stopping.make_early_stopping_hook
@@ -42,7 +45,7 @@ def _begin(self):
 
 
 def _one_process(strategy):
-    return not strategy.extended._in_multi_worker_mode()  # pylint: disable=protected-access
+    return not internals.in_multi_worker_mode(strategy)
 
 
 def make_early_stopping_hook(estimator, should_stop_fn, run_every_secs=60,

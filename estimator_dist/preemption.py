@@ -26,9 +26,8 @@ previous ones back in ``end``.
 import signal
 
 import tensorflow as tf
-from tensorflow.python.distribute import distribute_coordinator_context
-
 from estimator_dist.errors import check_positive_int
+from estimator_dist.mends import internals
 
 v1 = tf.compat.v1
 
@@ -77,7 +76,7 @@ def _checkpoint_savers():
     do not checkpoint still save, into a scratch directory, so that any collective in the
     save runs everywhere; those saves are not the run's checkpoints.
     """
-    context = distribute_coordinator_context.get_current_worker_context()
+    context = internals.current_worker_context()
     if context is not None and not context.should_checkpoint:
         return ()
     return tuple(v1.get_collection(v1.GraphKeys.SAVERS))

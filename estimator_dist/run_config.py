@@ -1,11 +1,10 @@
 """``make_run_config``: a ``tf.estimator.RunConfig`` wired for a named strategy."""
 import logging
 import os
-import sys
 
 import tensorflow as tf
 
-from estimator_dist import cluster_train, early_stopping, strategies, strategy_table
+from estimator_dist import mends, strategies, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 
 DEFAULT_ITERATIONS_PER_LOOP = 100
@@ -20,28 +19,14 @@ class TPURunConfig(tf.compat.v1.estimator.tpu.RunConfig):
 
     ``use_tpu=False`` is the CPU validation mode: the same model_fn and input_fn run
     through ``TPUEstimator`` on the CPU, which checks static shapes and the TPU code
-    path without a TPU.
+    path without a TPU. A plain ``tf.estimator.Estimator`` given this config would train
+    on the host CPU without a word, so it is refused (mend ``tpu_estimator_guard``).
     """
 
     def __init__(self, *, use_tpu=True, **kwargs):
         super().__init__(**kwargs)
         self.use_tpu = use_tpu
-
-    @property
-    def train_distribute(self):
-        """None, as for any TPUEstimator config; refuses a plain Estimator.
-
-        Every Estimator reads this in its constructor. A plain ``tf.estimator.Estimator``
-        given this config would train on the host CPU without a word, so it is refused.
-        """
-        owner = sys._getframe(1).f_locals.get("self")  # pylint: disable=protected-access
-        if (isinstance(owner, tf.compat.v1.estimator.Estimator)
-                and not isinstance(owner, tf.compat.v1.estimator.tpu.TPUEstimator)):
-            raise UsageError(
-                "strategy 'tpu' needs a TPUEstimator: build it with "
-                "estimator_dist.make_estimator(model_fn, config, params, batch_size=GLOBAL_BATCH). "
-                f"Received: {type(owner).__name__}")
-        return super().train_distribute
+        mends.apply("tpu_estimator_guard", self)
 
 
 def cpu_session_config(cpu_devices, base=None):
@@ -200,10 +185,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     if rendezvous_timeout is not None:
         options["rendezvous_timeout"] = check_positive_int("rendezvous_timeout",
                                                            rendezvous_timeout)
+    mends.install_for(strategy)
     setup = strategies.build(strategy, num_replicas, tf_config=tf_config, **options)
-    early_stopping.install()
-    if kind.cluster:
-        cluster_train.install()
     config = cpu_session_config(setup.cpu_devices, run_config_kwargs.pop("session_config", None))
     run_config = tf.estimator.RunConfig(
         model_dir=model_dir, train_distribute=setup.train_distribute,

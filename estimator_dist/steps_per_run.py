@@ -25,6 +25,7 @@ from tensorflow.python.training import basic_session_run_hooks
 from tensorflow_estimator.python.estimator import estimator as estimator_lib
 from tensorflow_estimator.python.estimator import util as estimator_util
 
+from estimator_dist import mends
 from estimator_dist.errors import check_positive_int
 
 v1 = tf.compat.v1
@@ -132,6 +133,8 @@ class LoopEstimator(tf.estimator.Estimator):
     def __init__(self, model_fn, model_dir=None, config=None, params=None,
                  warm_start_from=None, *, steps_per_run=1):
         check_positive_int("steps_per_run", steps_per_run)
+        if steps_per_run > 1:
+            mends.require("steps_per_run", f"steps_per_run={steps_per_run}")
         super().__init__(model_fn, model_dir=model_dir, config=config, params=params,
                          warm_start_from=warm_start_from)
         self._steps_per_run = steps_per_run

@@ -11,14 +11,12 @@ Two facts about TF 2.15 shape this module:
   therefore reduce through ``tf.distribute.ReductionToOneDevice``.
 * Logical CPU devices exist only if they are configured before the TF runtime starts.
 """
-import contextlib
 import dataclasses
 import logging
 
 import tensorflow as tf
-from tensorflow.python.distribute import values as values_lib
 
-from estimator_dist import _extended, cluster, cluster_sources, divergence, rendezvous
+from estimator_dist import cluster, cluster_sources, divergence, mends, rendezvous
 from estimator_dist import strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.input_checks import checked_input_fn
@@ -68,70 +66,21 @@ class _MirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
     """``tf.distribute.MirroredStrategy`` whose input_fn results and replicas are checked."""
 
 
-def _mean_variables_on_write(next_creator, **kwargs):
-    """Creates a per-replica (``ON_READ``) ``MEAN`` variable as a mirrored one.
-
-    Batch norm keeps its moving statistics in such variables. Under
-    MultiWorkerMirroredStrategy the chief reads them to save a checkpoint, which averages
-    them across workers in a collective the other workers never join, so the save waits
-    until the collective timeout. As mirrored (``ON_WRITE``) ``MEAN`` variables each update
-    is averaged across workers as it is made, so every copy holds the mean, and saving
-    needs no collective. For a moving average (linear in its inputs, starting from the
-    same value everywhere) the average of the workers' averages, which reading the
-    ``ON_READ`` variable gives, equals the average of the averaged inputs.
-    """
-    if (kwargs.get("synchronization") == tf.VariableSynchronization.ON_READ
-            and kwargs.get("aggregation") == tf.VariableAggregation.MEAN):
-        kwargs["synchronization"] = tf.VariableSynchronization.ON_WRITE
-    return next_creator(**kwargs)
-
-
-def _densified(value):
-    """``value`` (a per-replica value or a tensor) with ``IndexedSlices`` made dense."""
-    if isinstance(value, values_lib.PerReplica):
-        return values_lib.PerReplica(tuple(_densified(v) for v in value.values))
-    if isinstance(value, tf.IndexedSlices):
-        return tf.convert_to_tensor(value)
-    return value
-
-
-class _DenseReductionExtended:
-    """Reduces sparse gradients (``IndexedSlices``) across workers as dense tensors.
-
-    Gradients of embedding, linear and crossed feature columns are ``IndexedSlices``
-    whose number of rows differs from worker to worker; the collective all-gather that
-    reduces them in an Estimator graph fails on that ("Shape mismatch in the collective
-    instance"). As dense tensors they are all-reduced like any other gradient, at the cost
-    of the variable's full size per step.
-    """
-
-    def _reduce_to(self, reduce_op, value, destinations, options):
-        return super()._reduce_to(reduce_op, _densified(value), destinations, options)
-
-    def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
-        pairs = [(_densified(value), destination)
-                 for value, destination in value_destination_pairs]
-        return super()._batch_reduce_to(reduce_op, pairs, options)
-
-
-class _DenseReductionMixin:
-    """Gives the strategy's ``extended`` ``_DenseReductionExtended``'s reductions."""
+class _MultiWorkerMendsMixin:
+    """Applies the mends MultiWorkerMirroredStrategy needs under Estimator
+    (``mends.registry``): sparse gradients reduced dense, batch norm's moving statistics
+    mirrored."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _extended.add_mixin(self, _DenseReductionExtended)
+        mends.apply("sparse_gradients", self)
+        mends.apply("batch_norm_statistics", self)
 
 
-class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _DenseReductionMixin,
+class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _MultiWorkerMendsMixin,
                                    _InputChecksMixin, tf.distribute.MultiWorkerMirroredStrategy):
-    """``tf.distribute.MultiWorkerMirroredStrategy``, input_fn results and workers checked;
-    batch norm's moving statistics mirrored (``_mean_variables_on_write``), sparse
-    gradients reduced dense (``_DenseReductionExtended``)."""
-
-    @contextlib.contextmanager
-    def scope(self):
-        with super().scope(), tf.compat.v1.variable_creator_scope(_mean_variables_on_write):
-            yield
+    """``tf.distribute.MultiWorkerMirroredStrategy``, input_fn results and workers checked,
+    mended for Estimator (``_MultiWorkerMendsMixin``)."""
 
 
 class _ParameterServerStrategy(_InputChecksMixin,

@@ -1,18 +1,24 @@
-"""Behaviour added to a strategy's ``extended`` object, where TensorFlow does the work.
+"""Behaviour added to a TensorFlow object by a mixin class, where TensorFlow does the work.
 
 The object's class becomes a subclass of a mixin and its own class. A class survives
-the deep copies Estimator and the distribute coordinator make of a strategy, where an
-attribute patched onto the object would not.
+the deep copies Estimator and the distribute coordinator make of a strategy (and of a
+RunConfig), where an attribute patched onto the object would not. The mends use it on a
+strategy's ``extended`` object, on a strategy and on a RunConfig.
 """
 _CLASSES = {}
 
 
-def add_mixin(strategy, mixin):
-    """Makes ``strategy.extended`` an instance of ``(mixin, its class)`` (once)."""
-    base = type(strategy.extended)
+def mix_into(target, mixin):
+    """Makes ``target`` an instance of ``(mixin, its class)`` (once)."""
+    base = type(target)
     if issubclass(base, mixin):
         return
     if (mixin, base) not in _CLASSES:
         _CLASSES[mixin, base] = type(f"{mixin.__name__.strip('_')}{base.__name__}",
                                      (mixin, base), {})
-    strategy.extended.__class__ = _CLASSES[mixin, base]
+    target.__class__ = _CLASSES[mixin, base]
+
+
+def add_mixin(strategy, mixin):
+    """Makes ``strategy.extended`` an instance of ``(mixin, its class)`` (once)."""
+    mix_into(strategy.extended, mixin)

@@ -1,0 +1,243 @@
+"""The mends, one entry each: what TF 2.15 gets wrong, the test that shows it, what the mend
+changes, where it applies, and how to turn it off.
+
+A mend is installed explicitly and once: ``install_for(strategy)`` (called by
+``make_run_config``) installs the process-wide ones a strategy needs; ``apply(name,
+target)`` applies a per-strategy or per-Estimator one to its object (the strategy builders,
+``TPURunConfig``); ``require(name, asked)`` records one whose module is the Estimator class
+itself (``LoopEstimator``). Before either, the installed TensorFlow and tensorflow-estimator
+versions are checked against those the mend was checked on: a mismatch is refused there,
+in one line, not discovered mid-run. ``installed()`` lists what this process installed.
+
+Turn mends off with ``ESTIMATOR_DIST_MENDS_OFF=name,name`` (or ``all``) in the
+environment: a mend turned off is neither installed nor applied, and TensorFlow's own
+behaviour applies. Imports no TensorFlow until a mend is installed.
+"""
+import dataclasses
+import importlib
+import os
+
+from estimator_dist.errors import UsageError
+
+OFF_VARIABLE = "ESTIMATOR_DIST_MENDS_OFF"
+SCOPES = ("process", "strategy", "estimator")
+# (distribution, the release the mends were read and tested on).
+CHECKED_ON = (("tensorflow", "2.15"), ("tensorflow-estimator", "2.15"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Mend:
+    """One change to TensorFlow or Estimator behaviour.
+
+    Attributes:
+      name: the name ``ESTIMATOR_DIST_MENDS_OFF`` and ``installed()`` use.
+      module: where it lives; ``install()`` (process scope) or ``apply(target, ...)``.
+      defect: what TF 2.15 does without it, in one sentence.
+      test: the test that shows TF's own behaviour (``path::name``).
+      changes: what the mend replaces or adds.
+      scope: "process" (module attributes of TensorFlow replaced for every caller),
+        "strategy" (one strategy object's class) or "estimator" (one Estimator or config).
+      strategies: the strategy names it applies to.
+    """
+
+    name: str
+    module: str
+    defect: str
+    test: str
+    changes: str
+    scope: str
+    strategies: tuple
+
+    @property
+    def turn_off(self):
+        return f"{OFF_VARIABLE}={self.name}"
+
+
+MENDS = {mend.name: mend for mend in (
+    Mend(
+        name="early_stopping",
+        module="estimator_dist.early_stopping",
+        defect="make_early_stopping_hook takes its multi-worker branch under any strategy: "
+               "under 'mirrored' its default run_every_secs raises, and its stop op is a "
+               "PerReplica value a Session.run cannot fetch",
+        test="tests/estimator_dist/test_early_stopping.py::"
+             "test_tf_refuses_the_default_check_interval_under_mirrored",
+        changes="tf.estimator.experimental.make_early_stopping_hook (and the v1 and "
+                "tensorflow_estimator names) and _MultiWorkerEarlyStoppingHook.begin",
+        scope="process",
+        strategies=("default", "mirrored", "multi_worker", "parameter_server"),
+    ),
+    Mend(
+        name="cluster_train",
+        module="estimator_dist.cluster_train",
+        defect="with TF_CONFIG set, Estimator.train refuses to run: 'Only "
+               "`STANDALONE_CLIENT` mode is supported when you call `estimator.train`'",
+        test="tests/estimator_dist/test_end_to_end.py::"
+             "test_multi_worker_estimator_train_alone_refused",
+        changes="estimator_training.estimator_train: INDEPENDENT_WORKER mode trains through "
+                "the distribute coordinator, as train_and_evaluate does",
+        scope="process",
+        strategies=("multi_worker", "parameter_server"),
+    ),
+    Mend(
+        name="sparse_gradients",
+        module="estimator_dist.mends.sparse_gradients",
+        defect="MultiWorkerMirroredStrategy's all-gather of sparse gradients (embedding, "
+               "linear and crossed columns) fails with 'Shape mismatch in the collective "
+               "instance'",
+        test="tests/estimator_dist/test_end_to_end.py::"
+             "test_plain_multi_worker_strategy_fails_on_sparse_gradients",
+        changes="the strategy's extended _reduce_to / _batch_reduce_to: IndexedSlices "
+                "reduced as dense tensors",
+        scope="strategy",
+        strategies=("multi_worker",),
+    ),
+    Mend(
+        name="batch_norm_statistics",
+        module="estimator_dist.mends.batch_norm_statistics",
+        defect="under MultiWorkerMirroredStrategy the chief's checkpoint save reads ON_READ "
+               "MEAN variables (batch norm's moving statistics) in a collective the other "
+               "workers never join: the save waits until the collective timeout",
+        test="tests/estimator_dist/test_end_to_end.py::"
+             "test_multi_worker_per_replica_variable_save_times_out",
+        changes="the strategy's scope(): ON_READ MEAN variables are created ON_WRITE "
+                "(mirrored, averaged as they are updated)",
+        scope="strategy",
+        strategies=("multi_worker",),
+    ),
+    Mend(
+        name="divergence_check",
+        module="estimator_dist.mends.divergence_check",
+        defect="replicas whose copies of a variable are updated apart (a per-replica "
+               "assign) drift silently; the checkpoint keeps the first replica's",
+        test="tests/estimator_dist/test_divergence.py::"
+             "test_mirrored_per_replica_assigning_optimizer_stops_with_one_line",
+        changes="the strategy's extended call_for_each_replica: a DivergenceHook appended "
+                "to every Estimator training spec",
+        scope="strategy",
+        strategies=("mirrored", "multi_worker"),
+    ),
+    Mend(
+        name="steps_per_run",
+        module="estimator_dist.steps_per_run",
+        defect="Estimator runs one step per Session.run off TPU: its multi-step loop "
+               "(experimental_run_steps_on_iterator) serves TPU strategies only",
+        test="tests/estimator_dist/test_steps_per_run.py::"
+             "test_steps_per_run_trains_like_one_step_per_run",
+        changes="LoopEstimator overrides Estimator's private train path (4 methods) and "
+                "passes its override check; only for steps_per_run > 1",
+        scope="estimator",
+        strategies=("default", "mirrored", "multi_worker"),
+    ),
+    Mend(
+        name="tpu_estimator_guard",
+        module="estimator_dist.mends.tpu_estimator_guard",
+        defect="a plain tf.estimator.Estimator given a TPU RunConfig trains on the host CPU "
+               "without a word",
+        test="tests/estimator_dist/mends/test_registry.py::"
+             "test_tpu_guard_off_plain_estimator_takes_a_tpu_config",
+        changes="TPURunConfig.train_distribute looks at its reader's frame and refuses a "
+                "plain Estimator",
+        scope="estimator",
+        strategies=("tpu",),
+    ),
+)}
+
+NAMES = tuple(MENDS)
+_INSTALLED = {}  # name -> scope, in the order installed in this process.
+
+
+def turned_off(environ=None):
+    """The names ``ESTIMATOR_DIST_MENDS_OFF`` turns off (every one for ``all``).
+
+    Raises:
+      UsageError: a name that is no mend, listing the valid ones.
+    """
+    environ = os.environ if environ is None else environ
+    names = {n.strip() for n in environ.get(OFF_VARIABLE, "").split(",") if n.strip()}
+    if "all" in names:
+        return frozenset(NAMES)
+    unknown = sorted(names - set(NAMES))
+    if unknown:
+        raise UsageError(f"{OFF_VARIABLE} must list mends among all, {', '.join(NAMES)}. "
+                         f"Received: {OFF_VARIABLE}={environ[OFF_VARIABLE]!r}")
+    return frozenset(names)
+
+
+def _version(distribution):
+    import importlib.metadata  # pylint: disable=import-outside-toplevel
+
+    candidates = ("tensorflow", "tensorflow-cpu") if distribution == "tensorflow" else (
+        distribution,)
+    for candidate in candidates:
+        try:
+            return importlib.metadata.version(candidate)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def version_fault(mend):
+    """Why ``mend`` must not be installed with the versions present, or None."""
+    for distribution, release in CHECKED_ON:
+        version = _version(distribution)
+        if version is not None and not (version == release or version.startswith(release + ".")):
+            return (f"{distribution} must be {release}.x for mend {mend.name!r} (it changes "
+                    f"TensorFlow's code as of {release}; turn it off with {mend.turn_off}). "
+                    f"Received: {distribution}={version}")
+    return None
+
+
+def _checked(name):
+    mend = MENDS[name]
+    fault = version_fault(mend)
+    if fault:
+        raise UsageError(fault)
+    return mend
+
+
+def install_for(strategy):
+    """Installs the process-wide mends ``strategy`` needs (idempotent).
+
+    Raises:
+      UsageError: a mend checked on other TensorFlow versions (turn it off to run).
+    """
+    off = turned_off()
+    for mend in MENDS.values():
+        if mend.scope == "process" and strategy in mend.strategies and mend.name not in off:
+            _checked(mend.name)
+            importlib.import_module(mend.module).install()
+            _INSTALLED.setdefault(mend.name, mend.scope)
+
+
+def apply(name, target, **options):
+    """Applies per-strategy or per-Estimator mend ``name`` to ``target``.
+
+    Returns:
+      True when applied, False when ``ESTIMATOR_DIST_MENDS_OFF`` turns it off.
+    """
+    if name in turned_off():
+        return False
+    _checked(name)
+    importlib.import_module(MENDS[name].module).apply(target, **options)
+    _INSTALLED.setdefault(name, MENDS[name].scope)
+    return True
+
+
+def require(name, asked):
+    """Records that an Estimator uses mend ``name`` (one whose module is the Estimator class
+    itself, as ``LoopEstimator``); ``asked`` says what asked for it.
+
+    Raises:
+      UsageError: the mend is turned off, or checked on other TensorFlow versions.
+    """
+    if name in turned_off():
+        raise UsageError(f"{asked} needs mend {name!r}, which {OFF_VARIABLE} turns off: drop "
+                         f"it from {OFF_VARIABLE} or ask for less. Received: {asked}")
+    _checked(name)
+    _INSTALLED.setdefault(name, MENDS[name].scope)
+
+
+def installed():
+    """The mends this process installed or applied so far, in that order."""
+    return tuple(_INSTALLED)

@@ -10,7 +10,7 @@ import pytest
 import estimator_dist
 
 _PACKAGE = pathlib.Path(estimator_dist.__file__).parent
-_ENTRY_POINTS = ("train", "launch", "report", "migrate")
+_ENTRY_POINTS = ("train", "launch", "report", "migrate", "doctor")
 
 
 def _imported(path):
@@ -23,8 +23,48 @@ def _imported(path):
             yield from (alias.name for alias in node.names)
 
 
-@pytest.mark.parametrize("path", sorted(p.name for p in _PACKAGE.glob("*.py")
-                                         if p.stem not in _ENTRY_POINTS))
+def _module_name(path):
+    parts = path.relative_to(_PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph():
+    """Module of estimator_dist -> the modules of estimator_dist it imports (anywhere)."""
+    modules = {_module_name(p): p for p in _PACKAGE.rglob("*.py")}
+    return {name: {m for m in _imported(path) if m in modules and m != name}
+            for name, path in modules.items()}
+
+
+def _cycle_through(graph, start):
+    path, seen = [(start, iter(sorted(graph[start])))], {start}
+    while path:
+        node, children = path[-1]
+        child = next(children, None)
+        if child is None:
+            path.pop()
+        elif child == start:
+            return [n for n, _ in path] + [start]
+        elif child not in seen:
+            seen.add(child)
+            path.append((child, iter(sorted(graph[child]))))
+    return None
+
+
+def test_import_graph_has_no_cycle():
+    graph = _import_graph()
+    cycles = [c for c in (_cycle_through(graph, name) for name in sorted(graph)) if c]
+    assert not cycles, " -> ".join(cycles[0])
+
+
+def _library_files():
+    """The library's modules (paths under estimator_dist/), the commands and entry points
+    left out."""
+    paths = (p.relative_to(_PACKAGE) for p in _PACKAGE.rglob("*.py"))
+    return sorted(str(p) for p in paths if p.stem not in _ENTRY_POINTS
+                  and "commands" not in p.parts)
+
+
+@pytest.mark.parametrize("path", _library_files())
 def test_library_module_imports_no_command(path):
     found = [m for m in _imported(_PACKAGE / path) if m.startswith("estimator_dist.commands")]
     assert not found, f"{path} imports {found}"

@@ -109,3 +109,8 @@ def test_tpu_guard_off_plain_estimator_takes_a_tpu_config(monkeypatch, model_dir
     estimator = tf.estimator.DNNClassifier([8], [tf.feature_column.numeric_column("x")],
                                            config=config)
     assert estimator.config.train_distribute is None
+
+
+def test_docs_list_every_mend():
+    text = (_ROOT / "docs" / "mends.md").read_text()
+    assert all(f"| `{name}` |" in text for name in registry.NAMES)

@@ -12,8 +12,21 @@ import dataclasses
 import importlib
 from typing import Callable
 
-from estimator_dist import _keras_models, datasets
+from estimator_dist import datasets
 from estimator_dist.errors import entry_of
+
+_KERAS_BUILDERS = "estimator_dist._keras_models"
+
+
+def _keras_builder(name):
+    """Builder ``name`` of the Keras builders' module, imported when it is first called:
+    the converters import this table, not the other way round."""
+
+    def build(*args):
+        return getattr(importlib.import_module(_KERAS_BUILDERS), name)(*args)
+
+    build.__name__ = name
+    return build
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,9 +95,9 @@ MODELS = {model.name: model for model in (
         eval_data=lambda: datasets.blobs(2048, seed=1),
         x_shape=(-1,),
         serving_shapes=lambda params, x_shape: {"x": [None, *x_shape]},
-        keras_model=_keras_models.dense,
+        keras_model=_keras_builder("dense"),
         tf2_params=("hidden_units", "num_classes", "learning_rate"),
-        tf2_model=_keras_models.new_dense,
+        tf2_model=_keras_builder("new_dense"),
     ),
     BuiltinModel(
         name="lstm",
@@ -97,9 +110,9 @@ MODELS = {model.name: model for model in (
         eval_data=lambda: datasets.waves(1024, seed=1),
         x_shape=(-1, 1),
         serving_shapes=_lstm_serving_shapes,
-        keras_model=_keras_models.lstm,
+        keras_model=_keras_builder("lstm"),
         tf2_params=("num_units", "num_classes", "learning_rate"),
-        tf2_model=_keras_models.new_lstm,
+        tf2_model=_keras_builder("new_lstm"),
     ),
 )}
 

@@ -18,9 +18,7 @@ import sys
 from estimator_dist.commands import cli, logs
 
 _CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-_DISTRIBUTIONS = (("tensorflow", ("tensorflow", "tensorflow-cpu")),
-                  ("tensorflow-estimator", ("tensorflow-estimator",)),
-                  ("numpy", ("numpy",)), ("keras", ("keras",)))
+_DISTRIBUTIONS = ("tensorflow", "tensorflow-estimator", "numpy", "keras")
 _ISOLATION_SECONDS = 30
 
 
@@ -34,24 +32,14 @@ def doctor_parser(subparsers=None):
     return parser
 
 
-def _version_of(names):
-    import importlib.metadata  # pylint: disable=import-outside-toplevel
-
-    for name in names:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def versions():
     """Distribution -> version (None when not installed)."""
     import estimator_dist  # pylint: disable=import-outside-toplevel
+    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
 
     found = {"python": platform.python_version(), "platform": platform.platform(),
              "estimator-dist": estimator_dist.__version__}
-    found.update({name: _version_of(candidates) for name, candidates in _DISTRIBUTIONS})
+    found.update({name: mends.installed_version(name) for name in _DISTRIBUTIONS})
     return found
 
 

@@ -111,7 +111,7 @@ MENDS = {mend.name: mend for mend in (
         defect="replicas whose copies of a variable are updated apart (a per-replica "
                "assign) drift silently; the checkpoint keeps the first replica's",
         test="tests/estimator_dist/test_divergence.py::"
-             "test_mirrored_per_replica_assigning_optimizer_stops_with_one_line",
+             "test_unmended_mirrored_per_replica_assigning_optimizer_trains_on_silently",
         changes="the strategy's extended call_for_each_replica: a DivergenceHook appended "
                 "to every Estimator training spec",
         scope="strategy",
@@ -164,7 +164,9 @@ def turned_off(environ=None):
     return frozenset(names)
 
 
-def _version(distribution):
+def installed_version(distribution):
+    """The installed version of ``distribution`` (TensorFlow's CPU wheel counts as
+    ``tensorflow``), or None."""
     import importlib.metadata  # pylint: disable=import-outside-toplevel
 
     candidates = ("tensorflow", "tensorflow-cpu") if distribution == "tensorflow" else (
@@ -180,7 +182,7 @@ def _version(distribution):
 def version_fault(mend):
     """Why ``mend`` must not be installed with the versions present, or None."""
     for distribution, release in CHECKED_ON:
-        version = _version(distribution)
+        version = installed_version(distribution)
         if version is not None and not (version == release or version.startswith(release + ".")):
             return (f"{distribution} must be {release}.x for mend {mend.name!r} (it changes "
                     f"TensorFlow's code as of {release}; turn it off with {mend.turn_off}). "

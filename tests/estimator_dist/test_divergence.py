@@ -29,6 +29,17 @@ def test_mirrored_per_replica_assigning_optimizer_stops_with_one_line(python_run
     assert "FINISHED" not in result.stdout
 
 
+def test_unmended_mirrored_per_replica_assigning_optimizer_trains_on_silently(python_run,
+                                                                           model_dir):
+    """TensorFlow's own behaviour (mend ``divergence_check`` turned off): the copies drift
+    apart and training ends without a word."""
+    result = python_run(["-m", "tests.estimator_dist.divergence_job", model_dir, "tf2",
+                         "mirrored", "assigning", "20"], timeout=180,
+                        env={"ESTIMATOR_DIST_MENDS_OFF": "divergence_check"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "FINISHED" in result.stdout
+
+
 def test_mirrored_assign_in_model_fn_names_the_variable(python_run, model_dir):
     result = _mirrored(python_run, model_dir, "tf2", "model_fn_assign")
     assert result.returncode != 0

@@ -58,6 +58,6 @@ def test_cluster_state_without_a_source_is_none():
 
 
 def test_mend_states_version_mismatch_shows_the_refusal(monkeypatch):
-    monkeypatch.setattr(mends.registry, "_version", lambda distribution: "2.16.1")
+    monkeypatch.setattr(mends.registry, "installed_version", lambda distribution: "2.16.1")
     state = doctor.mend_states()["cluster_train"]["state"]
     assert state.startswith("refused: tensorflow must be 2.15.x for mend 'cluster_train'")

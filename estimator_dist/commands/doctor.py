@@ -18,7 +18,6 @@ import sys
 from estimator_dist.commands import cli, logs
 
 _CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-_DISTRIBUTIONS = ("tensorflow", "tensorflow-estimator", "numpy", "keras")
 _ISOLATION_SECONDS = 30
 
 
@@ -33,14 +32,10 @@ def doctor_parser(subparsers=None):
 
 
 def versions():
-    """Distribution -> version (None when not installed)."""
-    import estimator_dist  # pylint: disable=import-outside-toplevel
-    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
+    """Python, the platform and the installed distributions, as a run records them."""
+    from estimator_dist import run_record  # pylint: disable=import-outside-toplevel
 
-    found = {"python": platform.python_version(), "platform": platform.platform(),
-             "estimator-dist": estimator_dist.__version__}
-    found.update({name: mends.installed_version(name) for name in _DISTRIBUTIONS})
-    return found
+    return {"platform": platform.platform(), **run_record.versions()}
 
 
 def devices():

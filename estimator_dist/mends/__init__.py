@@ -9,8 +9,7 @@ Nothing outside this folder imports ``tensorflow.python`` or ``tensorflow_estima
 (``tests/estimator_dist/mends/test_registry.py`` checks it). Imports no TensorFlow.
 """
 from estimator_dist.mends.registry import (MENDS, OFF_VARIABLE, apply, install_for,
-                                           installed, installed_version, require, turned_off,
-                                           version_fault)
+                                           installed, require, turned_off, version_fault)
 
-__all__ = ["MENDS", "OFF_VARIABLE", "apply", "install_for", "installed", "installed_version",
-           "require", "turned_off", "version_fault"]
+__all__ = ["MENDS", "OFF_VARIABLE", "apply", "install_for", "installed", "require",
+           "turned_off", "version_fault"]

@@ -164,25 +164,19 @@ def turned_off(environ=None):
     return frozenset(names)
 
 
-def installed_version(distribution):
-    """The installed version of ``distribution`` (TensorFlow's CPU wheel counts as
-    ``tensorflow``), or None."""
-    import importlib.metadata  # pylint: disable=import-outside-toplevel
+def _versions():
+    """The installed distributions' versions, as a run records them."""
+    from estimator_dist import run_record  # pylint: disable=import-outside-toplevel
 
-    candidates = ("tensorflow", "tensorflow-cpu") if distribution == "tensorflow" else (
-        distribution,)
-    for candidate in candidates:
-        try:
-            return importlib.metadata.version(candidate)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
+    return run_record.versions()
 
 
 def version_fault(mend):
     """Why ``mend`` must not be installed with the versions present, or None."""
+    found = _versions()
     for distribution, release in CHECKED_ON:
-        version = installed_version(distribution)
+        # TensorFlow's CPU wheel is the distribution tensorflow-cpu.
+        version = found.get(distribution) or found.get(f"{distribution}-cpu")
         if version is not None and not (version == release or version.startswith(release + ".")):
             return (f"{distribution} must be {release}.x for mend {mend.name!r} (it changes "
                     f"TensorFlow's code as of {release}; turn it off with {mend.turn_off}). "

@@ -64,7 +64,8 @@ def test_install_for_is_idempotent():
 
 
 def test_version_mismatch_refused_at_install(monkeypatch):
-    monkeypatch.setattr(registry, "installed_version", lambda distribution: "2.16.1")
+    monkeypatch.setattr(registry, "_versions",
+                        lambda: {"tensorflow-cpu": "2.16.1", "tensorflow-estimator": "2.15.0"})
     with pytest.raises(UsageError, match=r"^tensorflow must be 2\.15\.x for mend "
                                          r"'early_stopping' .*ESTIMATOR_DIST_MENDS_OFF="
                                          r"early_stopping\)\. Received: tensorflow=2\.16\.1$"):

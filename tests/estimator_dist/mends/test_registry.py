@@ -115,3 +115,14 @@ def test_tpu_guard_off_plain_estimator_takes_a_tpu_config(monkeypatch, model_dir
 def test_docs_list_every_mend():
     text = (_ROOT / "docs" / "mends.md").read_text()
     assert all(f"| `{name}` |" in text for name in registry.NAMES)
+
+
+def test_mend_strategies_agree_with_the_strategy_table():
+    kinds = strategy_table.STRATEGIES
+    assert registry.MENDS["cluster_train"].strategies == strategy_table.CLUSTER_NAMES
+    assert registry.MENDS["steps_per_run"].strategies == tuple(
+        name for name, kind in kinds.items() if kind.loops)
+    assert registry.MENDS["tpu_estimator_guard"].strategies == tuple(
+        name for name, kind in kinds.items() if kind.tpu)
+    assert registry.MENDS["early_stopping"].strategies == tuple(
+        name for name, kind in kinds.items() if not kind.tpu)

@@ -4,10 +4,10 @@ import inspect
 
 import tensorflow as tf
 
-from estimator_dist import steps_per_run as steps_per_run_lib
+from estimator_dist.distribute.input_checks import PerReplicaBatchParams
+from estimator_dist.distribute.run_config import TPURunConfig
 from estimator_dist.errors import UsageError
-from estimator_dist.input_checks import PerReplicaBatchParams
-from estimator_dist.run_config import TPURunConfig
+from estimator_dist.mends import steps_per_run as steps_per_run_lib
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 

@@ -15,7 +15,7 @@ from typing import Callable
 from estimator_dist import datasets
 from estimator_dist.errors import entry_of
 
-_KERAS_BUILDERS = "estimator_dist._keras_models"
+_KERAS_BUILDERS = "estimator_dist.conversion._keras_models"
 
 
 def _keras_builder(name):

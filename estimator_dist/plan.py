@@ -9,12 +9,12 @@ import dataclasses
 
 import tensorflow as tf
 
-from estimator_dist import cluster, cluster_sources, strategy_table
+from estimator_dist.distribute import cluster, cluster_sources, strategy_table
+from estimator_dist.distribute.run_config import make_run_config
 from estimator_dist.errors import UsageError
 from estimator_dist.estimator import tpu_input_fn
-from estimator_dist.peer_failure import PeerFailureHook
-from estimator_dist.preemption import PreemptionHook
-from estimator_dist.run_config import make_run_config
+from estimator_dist.hooks.peer_failure import PeerFailureHook
+from estimator_dist.hooks.preemption import PreemptionHook
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,7 +42,7 @@ def devices():
     """The physical CPUs and GPUs, and the devices a "mirrored" run would replicate over."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from estimator_dist import strategies  # pylint: disable=import-outside-toplevel
+    from estimator_dist.distribute import strategies  # pylint: disable=import-outside-toplevel
 
     gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
     mirrored = ([f"/gpu:{i}" for i in range(len(gpus))] if gpus else
@@ -67,7 +67,7 @@ def cpu_features(cpuinfo="/proc/cpuinfo"):
 
 def cluster_state(environ=None):
     """The cluster source this process would use and the TF_CONFIG it resolves to."""
-    from estimator_dist import cluster_sources  # pylint: disable=import-outside-toplevel
+    from estimator_dist.distribute import cluster_sources  # pylint: disable=import-outside-toplevel
     from estimator_dist.errors import UsageError  # pylint: disable=import-outside-toplevel
 
     environ = os.environ if environ is None else environ

@@ -17,7 +17,8 @@ Estimator.
 import dataclasses
 import time
 
-from estimator_dist import models, strategy_table
+from estimator_dist import models
+from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import UsageError
 
 ENGINES = ("estimator", "keras", "loop")
@@ -57,7 +58,7 @@ def _strategy(settings):
     """The strategy the Estimator path builds for the run's settings (one process)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from estimator_dist import strategies  # pylint: disable=import-outside-toplevel
+    from estimator_dist.distribute import strategies  # pylint: disable=import-outside-toplevel
 
     setup = strategies.build(settings.strategy, settings.num_replicas)
     return setup.train_distribute or tf.distribute.get_strategy()

@@ -11,9 +11,9 @@ import os
 import signal
 import sys
 
-from estimator_dist import cluster_sources, config_files, models, run_record, strategy_table
-from estimator_dist.commands import cli, engines, logs
-from estimator_dist.commands import config as config_lib
+from estimator_dist import config_files, models, run_record
+from estimator_dist.commands import cli, config as config_lib, engines, logs
+from estimator_dist.distribute import cluster_sources, strategy_table
 from estimator_dist.errors import UsageError
 
 _PROG = "python -m estimator_dist.train"
@@ -182,7 +182,7 @@ def train_command(args):
         print(json.dumps(settings.to_dict(), indent=2, sort_keys=True))
         return 0
     logs.quiet_tensorflow(settings.verbose)
-    from estimator_dist import preemption  # pylint: disable=import-outside-toplevel
+    from estimator_dist.hooks import preemption  # pylint: disable=import-outside-toplevel
     from estimator_dist.commands import training  # pylint: disable=import-outside-toplevel
 
     logs.tensorflow_python_logging(settings.verbose)

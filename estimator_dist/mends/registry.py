@@ -56,11 +56,11 @@ class Mend:
 MENDS = {mend.name: mend for mend in (
     Mend(
         name="early_stopping",
-        module="estimator_dist.early_stopping",
+        module="estimator_dist.mends.early_stopping",
         defect="make_early_stopping_hook takes its multi-worker branch under any strategy: "
                "under 'mirrored' its default run_every_secs raises, and its stop op is a "
                "PerReplica value a Session.run cannot fetch",
-        test="tests/estimator_dist/test_early_stopping.py::"
+        test="tests/estimator_dist/mends/test_early_stopping.py::"
              "test_tf_refuses_the_default_check_interval_under_mirrored",
         changes="tf.estimator.experimental.make_early_stopping_hook (and the v1 and "
                 "tensorflow_estimator names) and _MultiWorkerEarlyStoppingHook.begin",
@@ -69,7 +69,7 @@ MENDS = {mend.name: mend for mend in (
     ),
     Mend(
         name="cluster_train",
-        module="estimator_dist.cluster_train",
+        module="estimator_dist.mends.cluster_train",
         defect="with TF_CONFIG set, Estimator.train refuses to run: 'Only "
                "`STANDALONE_CLIENT` mode is supported when you call `estimator.train`'",
         test="tests/estimator_dist/test_end_to_end.py::"
@@ -110,7 +110,7 @@ MENDS = {mend.name: mend for mend in (
         module="estimator_dist.mends.divergence_check",
         defect="replicas whose copies of a variable are updated apart (a per-replica "
                "assign) drift silently; the checkpoint keeps the first replica's",
-        test="tests/estimator_dist/test_divergence.py::"
+        test="tests/estimator_dist/hooks/test_divergence.py::"
              "test_unmended_mirrored_per_replica_assigning_optimizer_trains_on_silently",
         changes="the strategy's extended call_for_each_replica: a DivergenceHook appended "
                 "to every Estimator training spec",
@@ -119,10 +119,10 @@ MENDS = {mend.name: mend for mend in (
     ),
     Mend(
         name="steps_per_run",
-        module="estimator_dist.steps_per_run",
+        module="estimator_dist.mends.steps_per_run",
         defect="Estimator runs one step per Session.run off TPU: its multi-step loop "
                "(experimental_run_steps_on_iterator) serves TPU strategies only",
-        test="tests/estimator_dist/test_steps_per_run.py::"
+        test="tests/estimator_dist/mends/test_steps_per_run.py::"
              "test_steps_per_run_trains_like_one_step_per_run",
         changes="LoopEstimator overrides Estimator's private train path (4 methods) and "
                 "passes its override check; only for steps_per_run > 1",

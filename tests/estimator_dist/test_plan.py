@@ -4,10 +4,11 @@ import os
 
 import pytest
 
-from estimator_dist import cluster_sources, plan, strategy_table
+from estimator_dist import plan
+from estimator_dist.distribute import cluster_sources, strategy_table
 from estimator_dist.errors import UsageError
-from estimator_dist.peer_failure import PeerFailureHook
-from estimator_dist.preemption import PreemptionHook
+from estimator_dist.hooks.peer_failure import PeerFailureHook
+from estimator_dist.hooks.preemption import PreemptionHook
 
 _CLUSTER = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"],
             "ps": ["127.0.0.1:4"]}

@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
-from estimator_dist import mends, strategies, strategy_table
+from estimator_dist import mends
+from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError
 from estimator_dist.mends import registry
 

@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
-from estimator_dist import steps_per_run
 from estimator_dist.commands.launch import free_ports
+from estimator_dist.mends import steps_per_run
 from tests.estimator_dist import tf1_models
 from tests.estimator_dist.test_end_to_end import _run_workers
 
@@ -57,7 +57,7 @@ def test_make_estimator_one_step_per_run_is_plain_estimator(model_dir):
 
 
 def test_make_run_config_steps_per_run_names_plain_estimator(model_dir, caplog):
-    with caplog.at_level("INFO", logger="estimator_dist.run_config"):
+    with caplog.at_level("INFO", logger="estimator_dist.distribute.run_config"):
         estimator_dist.make_run_config(model_dir=model_dir, steps_per_run=5)
     assert "estimator_dist.make_estimator" in caplog.text
 

@@ -1,8 +1,8 @@
 """The one table of strategies: every name has a builder, and everything reads it."""
 import pytest
 
-from estimator_dist import strategies, strategy_table
 from estimator_dist.commands import config, train
+from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError
 
 

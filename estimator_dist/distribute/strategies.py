@@ -16,10 +16,11 @@ import logging
 
 import tensorflow as tf
 
-from estimator_dist import cluster, cluster_sources, divergence, mends, rendezvous
-from estimator_dist import strategy_table
+from estimator_dist import mends
+from estimator_dist.distribute import cluster, cluster_sources, rendezvous, strategy_table
+from estimator_dist.distribute.input_checks import checked_input_fn
 from estimator_dist.errors import UsageError, check_positive_int
-from estimator_dist.input_checks import checked_input_fn
+from estimator_dist.hooks import divergence
 
 _LOG = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from estimator_dist import cluster
+from estimator_dist.distribute import cluster
 
 _CLUSTER = {"worker": ["127.0.0.1:2000", "127.0.0.1:2001"]}
 

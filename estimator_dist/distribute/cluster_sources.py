@@ -25,7 +25,7 @@ import functools
 import json
 import os
 
-from estimator_dist import cluster
+from estimator_dist.distribute import cluster
 from estimator_dist.errors import UsageError
 
 SLURM_PORT_BASE = 8888  # SlurmClusterResolver's default: task i of a node listens on +i.

@@ -58,7 +58,7 @@ def dense(params, checkpoint):
 def lstm(params, checkpoint):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from estimator_dist import _keras_lstm  # pylint: disable=import-outside-toplevel
+    from estimator_dist.conversion import _keras_lstm  # pylint: disable=import-outside-toplevel
 
     import model_fns  # pylint: disable=import-outside-toplevel
 

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 
-from estimator_dist import cluster_sources
+from estimator_dist.distribute import cluster_sources
 from estimator_dist.errors import UsageError
 
 DEFAULT_TIMEOUT_SECONDS = 300

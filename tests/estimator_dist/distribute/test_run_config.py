@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
-from estimator_dist import run_config
+from estimator_dist.distribute import run_config
 
 
 def test_strategy_unknown_lists_valid_names():

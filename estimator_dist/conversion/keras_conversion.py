@@ -23,7 +23,8 @@ import shutil
 import tempfile
 import zipfile
 
-from estimator_dist import _keras_models, models, run_record
+from estimator_dist import models, run_record
+from estimator_dist.conversion import _keras_models
 from estimator_dist.errors import UsageError, check_existing_dir
 
 _LEGACY_SUFFIXES = (".h5", ".hdf5")

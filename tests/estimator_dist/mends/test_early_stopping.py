@@ -1,6 +1,6 @@
 """TensorFlow's early-stopping hooks under the strategies of make_run_config.
 
-The facts behind ``estimator_dist.early_stopping`` run in plain TensorFlow in a process
+The facts behind ``estimator_dist.mends.early_stopping`` run in plain TensorFlow in a process
 of their own (``early_stopping_probe.py``); the mended hooks run in-process under
 "mirrored" (2 logical CPU replicas), as user code calls them.
 """

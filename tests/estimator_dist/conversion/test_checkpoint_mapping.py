@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist import checkpoint_mapping
 from estimator_dist.commands import migrate
+from estimator_dist.conversion import checkpoint_mapping
 from estimator_dist.errors import UsageError
 from tests.conftest import REPO_ROOT
 from tests.fixtures import fixture_models

@@ -167,7 +167,7 @@ def _weight_name(layer, weight):
 
 def _sources(mapping, reader):
     """Keras weight name -> (source description, value or None, variables read)."""
-    from estimator_dist import _keras_lstm  # pylint: disable=import-outside-toplevel
+    from estimator_dist.conversion import _keras_lstm  # pylint: disable=import-outside-toplevel
 
     sources = {name: (name_in_ckpt, None, [name_in_ckpt])
                for name, name_in_ckpt in mapping.weights.items()}

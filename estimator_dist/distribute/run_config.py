@@ -4,7 +4,8 @@ import os
 
 import tensorflow as tf
 
-from estimator_dist import mends, strategies, strategy_table
+from estimator_dist import mends
+from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 
 DEFAULT_ITERATIONS_PER_LOOP = 100
@@ -146,7 +147,7 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
         fails (default 300), so a dead worker ends the run instead of hanging it.
       rendezvous_timeout: seconds a "multi_worker" or "parameter_server" task waits for
         its peers to answer before it fails naming the tasks not reached (default 300;
-        see ``estimator_dist.rendezvous``).
+        see ``estimator_dist.distribute.rendezvous``).
       steps_per_run: training steps per ``Session.run`` (default 1), carried by the
         config as ``config.steps_per_run`` for ``estimator_dist.make_estimator``; for
         "tpu" it sets ``iterations_per_loop``.

@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 
-_ERROR = ("estimator_dist.divergence.ReplicaDivergenceError: variable {name!r} must hold the "
+_ERROR = ("estimator_dist.hooks.divergence.ReplicaDivergenceError: variable {name!r} must hold the "
           "same value on every one of the {place}, but its copies differ by ")
 
 

@@ -9,7 +9,7 @@ import yaml
 from tensorflow.python.distribute import multi_worker_util
 
 import estimator_dist
-from estimator_dist import cluster, cluster_sources
+from estimator_dist.distribute import cluster, cluster_sources
 from tests.conftest import REPO_ROOT
 
 

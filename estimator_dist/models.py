@@ -6,7 +6,7 @@ its params table and resolver), the train command's defaults and built-in data, 
 serving inputs and its Keras builder (``_keras_models``). Imports no TensorFlow (the
 model_fn is loaded on first use), so the command line can list the names before
 TensorFlow starts. A new built-in model is one entry here plus its module in
-``model_fns/`` and its builder in ``_keras_models.py``.
+``model_fns/`` and its builders in ``conversion/_keras_models.py``.
 """
 import dataclasses
 import importlib

@@ -1,5 +1,6 @@
 """The library apart from the commands: imports run from commands/ down, never up."""
 import ast
+import re
 import importlib
 import pathlib
 import subprocess
@@ -85,3 +86,51 @@ def test_launcher_imports_nothing_that_starts_threads():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]"
+
+
+# The layers, from the bottom: a module imports from its own layer and those below only
+# (docs/architecture.md, "Layers"). A module in no layer fails the test until placed.
+_LAYERS = (
+    ("errors", "config_files", "run_record", "models", "datasets", "export"),
+    ("mends",),
+    ("hooks",),
+    ("distribute",),
+    ("estimator",),
+    ("plan",),
+    ("conversion",),
+    ("commands",),
+    _ENTRY_POINTS,
+)
+
+
+def _layer(module):
+    room = module.split(".")[1]
+    return next(i for i, names in enumerate(_LAYERS) if room in names)
+
+
+def test_every_module_has_a_layer():
+    unplaced = [m for m in _import_graph() if m != "estimator_dist"
+                and not any(m.split(".")[1] in names for names in _LAYERS)]
+    assert not unplaced
+
+
+def test_imports_run_down_the_layers():
+    graph = _import_graph()
+    upward = [f"{module} -> {imported}" for module, imports in sorted(graph.items())
+              if module != "estimator_dist" for imported in sorted(imports)
+              if imported != "estimator_dist" and _layer(imported) > _layer(module)]
+    assert not upward
+
+
+def _documented_modules():
+    """The modules docs/architecture.md's table of modules lists (paths under the package)."""
+    text = (_PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = text.split("## The modules", 1)[1].split("\n## ", 1)[0]
+    cells = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
+    return {name for cell in cells for name in re.findall(r"`([\w/]+\.py)`", cell)}
+
+
+def test_architecture_lists_every_module():
+    on_disk = {str(p.relative_to(_PACKAGE)) for p in _PACKAGE.rglob("*.py")}
+    documented = _documented_modules()
+    assert (sorted(on_disk - documented), sorted(documented - on_disk)) == ([], [])

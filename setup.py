@@ -40,6 +40,7 @@ setup(
             "estimator-dist-launch=estimator_dist.commands.launch:main",
             "estimator-dist-report=estimator_dist.commands.report:main",
             "estimator-dist-migrate=estimator_dist.commands.migrate:main",
+            "estimator-dist-doctor=estimator_dist.commands.doctor:main",
         ],
     },
     classifiers=[

@@ -31,7 +31,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import estimator_dist  # noqa: E402
-from estimator_dist import divergence, run_config  # noqa: E402
+from estimator_dist.distribute import run_config  # noqa: E402
+from estimator_dist.hooks import divergence  # noqa: E402
 from input_fns import from_arrays  # noqa: E402
 from model_fns import dense_classifier_model_fn  # noqa: E402
 

@@ -1,11 +1,11 @@
 """What PreemptionHook costs a multi-worker step: its one-number all-reduce per step.
 
-    python benchmarks/preemption_vote.py              # 5 rounds, 2 workers
-    python benchmarks/preemption_vote.py --rounds 3
+    python benchmarks/preemption_vote.py              # 5 rounds, 2 workers, 450 steps
+    python benchmarks/preemption_vote.py --rounds 3 --steps 200
 
 Each round trains the dense model_fn on two local workers (MultiWorkerMirroredStrategy,
 TF_CONFIG on 127.0.0.1) twice, with and without ``PreemptionHook``, in alternating order,
-and times steps 50 to 450 on the chief. Prints steps/s medians over the rounds and the
+and times steps 50 to ``--steps`` (450) on the chief. Prints steps/s medians over the rounds and the
 median of the per-round ratios (with / without): timings on a shared machine swing, so
 only same-round ratios mean much.
 """
@@ -19,11 +19,17 @@ import tempfile
 import time
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_FIRST_STEP, _LAST_STEP = 50, 450
+sys.path.insert(0, _REPO)  # The package of this checkout, not an installed one.
+_FIRST_STEP = 50
 
 
-def _worker(model_dir, with_hook):
-    """One task: trains to _LAST_STEP; the chief prints the steps/s between the steps."""
+def _first_step(last_step):
+    return min(_FIRST_STEP, last_step // 4)
+
+
+def _worker(model_dir, with_hook, last_step):
+    """One task: trains to ``last_step``; the chief prints the steps/s from the first
+    timed step."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -39,9 +45,10 @@ def _worker(model_dir, with_hook):
             return tf.compat.v1.train.SessionRunArgs(tf.compat.v1.train.get_global_step())
 
         def after_run(self, run_context, run_values):
-            if run_values.results in (_FIRST_STEP, _LAST_STEP - 1):
+            if run_values.results in (first_step, last_step - 1):
                 self.times[run_values.results] = time.perf_counter()
 
+    first_step = _first_step(last_step)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(4096, 16)).astype(np.float32)
     y = (x.sum(axis=1) > 0).astype(np.int64)
@@ -54,16 +61,16 @@ def _worker(model_dir, with_hook):
     hooks = [timer] + ([estimator_dist.PreemptionHook()] if with_hook else [])
     tf.estimator.train_and_evaluate(
         estimator, tf.estimator.TrainSpec(from_arrays({"x": x}, y, batch_size=64),
-                                          max_steps=_LAST_STEP, hooks=hooks),
+                                          max_steps=last_step, hooks=hooks),
         tf.estimator.EvalSpec(from_arrays({"x": x}, y, batch_size=64, num_epochs=1)))
     if config.is_chief:
-        steps = _LAST_STEP - 1 - _FIRST_STEP
-        print("STEPS_PER_SECOND", steps / (timer.times[_LAST_STEP - 1] - timer.times[_FIRST_STEP]))
+        steps = last_step - 1 - first_step
+        print("STEPS_PER_SECOND", steps / (timer.times[last_step - 1] - timer.times[first_step]))
 
 
-def _cluster_run(with_hook):
+def _cluster_run(with_hook, last_step):
     """Steps/s of the chief of one two-worker run."""
-    from estimator_dist.launch import free_ports  # pylint: disable=import-outside-toplevel
+    from estimator_dist.commands.launch import free_ports  # pylint: disable=import-outside-toplevel
 
     ports = free_ports(2)
     workers = [f"127.0.0.1:{port}" for port in ports]
@@ -74,25 +81,27 @@ def _cluster_run(with_hook):
             env = dict(os.environ, TF_CONFIG=json.dumps(tf_config), PYTHONPATH=_REPO,
                        TF_CPP_MIN_LOG_LEVEL="2")
             processes.append(subprocess.Popen(
-                [sys.executable, __file__, "--worker", model_dir, str(int(with_hook))],
+                [sys.executable, __file__, "--worker", model_dir, str(int(with_hook)),
+                 "--steps", str(last_step)],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
         outputs = [p.communicate(timeout=600)[0] for p in processes]
     line, = [l for l in outputs[0].splitlines() if l.startswith("STEPS_PER_SECOND")]
     return float(line.split()[1])
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=450, help="the last step of each run")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.worker:
-        _worker(args.worker[0], args.worker[1] == "1")
+        _worker(args.worker[0], args.worker[1] == "1", args.steps)
         return
     with_hook, without, ratios = [], [], []
     for round_index in range(args.rounds):
         order = (True, False) if round_index % 2 == 0 else (False, True)
-        speeds = {hook: _cluster_run(hook) for hook in order}
+        speeds = {hook: _cluster_run(hook, args.steps) for hook in order}
         with_hook.append(speeds[True])
         without.append(speeds[False])
         ratios.append(speeds[True] / speeds[False])

@@ -6,10 +6,12 @@ import types
 
 import tensorflow as tf
 
-from estimator_dist import steps_per_run as steps_per_run_lib
+from estimator_dist.distribute.input_checks import PerReplicaBatchParams
+from estimator_dist.distribute.run_config import TPURunConfig
 from estimator_dist.errors import UsageError, check_positive_int
-from estimator_dist.input_checks import PerReplicaBatchParams
-from estimator_dist.run_config import TPURunConfig
+from estimator_dist import mends
+from estimator_dist.mends import params_by_mode
+from estimator_dist.mends import steps_per_run as steps_per_run_lib
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 _MODE = tf.estimator.ModeKeys
@@ -53,7 +55,10 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch
         else:
             estimator = tf.estimator.Estimator(model_fn, config=config, params=params,
                                                warm_start_from=warm_start_from)
-        return _with_params_by_mode(estimator, by_mode)
+        if len({p["batch_size"] for p in by_mode.values()}) > 1:
+            mends.require("params_by_mode", "eval_batch_size or predict_batch_size")
+            params_by_mode.apply(estimator, by_mode)
+        return estimator
     if batch_size is None:
         raise UsageError("batch_size must be given for a TPUEstimator. Received: batch_size=None")
     return tf.compat.v1.estimator.tpu.TPUEstimator(
@@ -82,43 +87,6 @@ def _per_replica_params(params, sizes, config):
                              f"Received: {names[mode]}={size}")
         by_mode[mode] = PerReplicaBatchParams(params or {}, batch_size=size // replicas)
     return by_mode
-
-
-def _with_params_by_mode(estimator, by_mode):
-    """``estimator``, handing its input_fn and model_fn ``by_mode[mode]`` as ``params``.
-
-    Estimator reads ``params`` in ``_call_input_fn`` and ``_call_model_fn``; these are
-    wrapped on the instance, as bound methods so that Estimator's deep copies (a cluster's
-    workers train copies) wrap the copy (Estimator refuses subclasses that override its
-    members). Unchanged when the modes' batches are all the same.
-    """
-    if len({p["batch_size"] for p in by_mode.values()}) < 2:
-        return estimator
-    # pylint: disable=protected-access
-    estimator._params_by_mode = by_mode
-    estimator._call_input_fn = types.MethodType(_call_input_fn_by_mode, estimator)
-    estimator._call_model_fn = types.MethodType(_call_model_fn_by_mode, estimator)
-    return estimator
-
-
-@contextlib.contextmanager
-def _params_of(estimator, mode):
-    # pylint: disable=protected-access
-    kept, estimator._params = estimator._params, estimator._params_by_mode[mode]
-    try:
-        yield
-    finally:
-        estimator._params = kept
-
-
-def _call_input_fn_by_mode(self, input_fn, mode, input_context=None):
-    with _params_of(self, mode):
-        return type(self)._call_input_fn(self, input_fn, mode, input_context)
-
-
-def _call_model_fn_by_mode(self, features, labels, mode, config):
-    with _params_of(self, mode):
-        return type(self)._call_model_fn(self, features, labels, mode, config)
 
 
 def _estimator_spec_model_fn(model_fn):

@@ -6,14 +6,27 @@ its params table and resolver), the train command's defaults and built-in data, 
 serving inputs and its Keras builder (``_keras_models``). Imports no TensorFlow (the
 model_fn is loaded on first use), so the command line can list the names before
 TensorFlow starts. A new built-in model is one entry here plus its module in
-``model_fns/`` and its builder in ``_keras_models.py``.
+``model_fns/`` and its builders in ``conversion/_keras_models.py``.
 """
 import dataclasses
 import importlib
 from typing import Callable
 
-from estimator_dist import _keras_models, datasets
+from estimator_dist import datasets
 from estimator_dist.errors import entry_of
+
+_KERAS_BUILDERS = "estimator_dist.conversion._keras_models"
+
+
+def _keras_builder(name):
+    """Builder ``name`` of the Keras builders' module, imported when it is first called:
+    the converters import this table, not the other way round."""
+
+    def build(*args):
+        return getattr(importlib.import_module(_KERAS_BUILDERS), name)(*args)
+
+    build.__name__ = name
+    return build
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +42,10 @@ class BuiltinModel:
       serving_shapes: (params, x_shape) -> feature name -> shape.
       keras_model: (resolved params, ``_keras_models.Checkpoint``) -> (Keras model,
         layer name -> weights).
+      tf2_params: the params the TF2 engines' Keras equivalent expresses
+        (``python -m estimator_dist.train --engine keras|loop``); others are refused.
+      tf2_model: (params, x_shape of one example) -> a new Keras model, inputs ``{"x"}``,
+        output the logits, for the TF2 engines.
     """
 
     name: str
@@ -42,6 +59,8 @@ class BuiltinModel:
     x_shape: tuple
     serving_shapes: Callable
     keras_model: Callable
+    tf2_params: tuple
+    tf2_model: Callable
 
     @property
     def model_fn(self):
@@ -57,6 +76,13 @@ class BuiltinModel:
         return importlib.import_module(self.module).resolve_params(params)
 
 
+def _lstm_serving_shapes(params, x_shape):
+    import model_fns  # pylint: disable=import-outside-toplevel
+
+    width = model_fns.lstm_state_width(params)
+    return {"x": [None, None, x_shape[-1]], "state_c": [None, width], "state_h": [None, width]}
+
+
 MODELS = {model.name: model for model in (
     BuiltinModel(
         name="dense",
@@ -69,7 +95,9 @@ MODELS = {model.name: model for model in (
         eval_data=lambda: datasets.blobs(2048, seed=1),
         x_shape=(-1,),
         serving_shapes=lambda params, x_shape: {"x": [None, *x_shape]},
-        keras_model=_keras_models.dense,
+        keras_model=_keras_builder("dense"),
+        tf2_params=("hidden_units", "num_classes", "learning_rate"),
+        tf2_model=_keras_builder("new_dense"),
     ),
     BuiltinModel(
         name="lstm",
@@ -81,12 +109,10 @@ MODELS = {model.name: model for model in (
         train_data=lambda: datasets.waves(4096, seed=0),
         eval_data=lambda: datasets.waves(1024, seed=1),
         x_shape=(-1, 1),
-        serving_shapes=lambda params, x_shape: {
-            "x": [None, None, x_shape[-1]],
-            "state_c": [None, params.get("num_layers", 1) * params["num_units"]],
-            "state_h": [None, params.get("num_layers", 1) * params["num_units"]],
-        },
-        keras_model=_keras_models.lstm,
+        serving_shapes=_lstm_serving_shapes,
+        keras_model=_keras_builder("lstm"),
+        tf2_params=("num_units", "num_classes", "learning_rate"),
+        tf2_model=_keras_builder("new_lstm"),
     ),
 )}
 

@@ -9,12 +9,12 @@ import dataclasses
 
 import tensorflow as tf
 
-from estimator_dist import cluster, strategy_table
+from estimator_dist.distribute import cluster, cluster_sources, strategy_table
+from estimator_dist.distribute.run_config import make_run_config
 from estimator_dist.errors import UsageError
 from estimator_dist.estimator import tpu_input_fn
-from estimator_dist.peer_failure import PeerFailureHook
-from estimator_dist.preemption import PreemptionHook
-from estimator_dist.run_config import make_run_config
+from estimator_dist.hooks.peer_failure import PeerFailureHook
+from estimator_dist.hooks.preemption import PreemptionHook
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,11 +81,12 @@ def _replicas(kind, config, task):
 def task_of(strategy):
     """This process's validated cluster task under a cluster ``strategy``, else None.
 
-    Reads the environment only; starts no TensorFlow runtime.
+    Reads the environment only (``make_run_config`` writes ``TF_CONFIG`` for TensorFlow
+    when the cluster came from elsewhere); starts no TensorFlow runtime.
     """
     if not strategy_table.kind_of(strategy).cluster:
         return None
-    return cluster.tf_config_from_env(strategy=strategy)
+    return cluster_sources.task_from_env()
 
 
 def resolve(strategy, task=None, *, num_replicas=None, **run_config_kwargs):

@@ -14,9 +14,10 @@ from model_fns._lstm_stack import cell_scopes as lstm_cell_scopes
 from model_fns._params import TPU_ESTIMATOR_KEYS
 from model_fns.dense import dense_classifier_model_fn
 from model_fns.lstm import lstm_model_fn
+from model_fns.lstm import state_width as lstm_state_width
 
 # Params that shape training only (optimizer, learning rate, clipping), not the model.
 TRAINING_PARAMS = tuple(_TRAINING_PARAMS)
 
 __all__ = ["dense", "dense_classifier_model_fn", "lstm", "lstm_model_fn", "LSTM_FORGET_BIAS",
-           "lstm_cell_scopes", "TPU_ESTIMATOR_KEYS", "TRAINING_PARAMS"]
+           "lstm_cell_scopes", "lstm_state_width", "TPU_ESTIMATOR_KEYS", "TRAINING_PARAMS"]

@@ -32,6 +32,12 @@ def resolve_params(params):
     return params
 
 
+def state_width(params):
+    """The width of ``state_c`` and ``state_h``: ``num_layers * num_units`` (layer 0's units
+    first, see ``model_fns._lstm_stack``); ``num_layers`` defaults as in ``PARAMS``."""
+    return params.get("num_layers", PARAMS["num_layers"].default) * params["num_units"]
+
+
 def _head(params):
     if params["task"] == "regression":
         return _heads.RegressionHead(params["num_outputs"])
@@ -104,7 +110,7 @@ def lstm_model_fn(features, labels, mode, params):
     """
     params = resolve_params(params)
     num_units, num_layers = params["num_units"], params["num_layers"]
-    state_size = num_units * num_layers
+    state_size = state_width(params)
     x = _features.required(features, "x", "[batch, time, dim]", [None, None, None])
     sequence_length = _features.optional(features, "sequence_length", "[batch]",
                                          [x.shape[0]], tf.int32)

@@ -26,6 +26,18 @@ estimator_dist.setup_cpu_replicas(CPU_DEVICES)
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.fixture(autouse=True)
+def _tf_config_restored():
+    """Puts ``TF_CONFIG`` back after each test: building a cluster strategy writes the
+    resolved cluster there for TensorFlow (``cluster_sources.write_tf_config``)."""
+    before = os.environ.get("TF_CONFIG")
+    yield
+    if before is None:
+        os.environ.pop("TF_CONFIG", None)
+    else:
+        os.environ["TF_CONFIG"] = before
+
+
 @pytest.fixture
 def model_dir(tmp_path):
     """A fresh model directory (as a str, the way Estimator takes it)."""

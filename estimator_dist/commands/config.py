@@ -7,7 +7,8 @@ name with the nearest valid key.
 import dataclasses
 import math
 
-from estimator_dist import models, strategy_table
+from estimator_dist import models
+from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import UsageError, check_positive_int, nearest_hint
 
 _POSITIVE_INTS = ("num_replicas", "max_steps", "batch_size", "save_checkpoints_steps",

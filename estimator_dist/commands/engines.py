@@ -6,23 +6,28 @@
 | ``keras`` | the equivalent Keras model, ``compile`` + ``fit`` under the strategy's scope |
 | ``loop`` | the same Keras layers in a custom loop: ``strategy.run`` + ``strategy.reduce`` |
 
-The TF2 engines train the built-in model (dense or lstm, their default params) on the
-built-in data, with the same global batch, seed, learning rate (Adam), steps and strategy
-as the Estimator, and print the same eval metrics (``accuracy``, ``loss`` over the eval
+The TF2 engines train any built-in model of ``models.MODELS`` (its ``tf2_model``, default
+params) on the built-in data, with the same global batch, seed, learning rate (Adam), steps
+and strategy as the Estimator, and print the same eval metrics (``accuracy``, ``loss`` over the eval
 set) and the examples/s of training, so one command compares results and speed. They
-write no model dir: they exist to compare. Strategies: ``default`` and ``mirrored``
-(over logical CPU devices through ``ReductionToOneDevice``, as the Estimator path).
+write no model dir: they exist to compare. Strategies: those of ``strategy_table`` that run
+in one process (``default``, ``mirrored``), built by ``strategies.build`` as for the
+Estimator.
 """
 import dataclasses
 import time
 
+from estimator_dist import models
+from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import UsageError
 
 ENGINES = ("estimator", "keras", "loop")
-_STRATEGIES = ("default", "mirrored")
-# Params the Keras equivalents express; any other setting is refused by name.
-_PARAMS = {"dense": ("hidden_units", "num_classes", "learning_rate"),
-           "lstm": ("num_units", "num_classes", "learning_rate")}
+
+
+def _strategy_names():
+    """The strategies of one process that are tf.distribute strategies (the table's)."""
+    return tuple(name for name, kind in strategy_table.STRATEGIES.items()
+                 if not kind.cluster and not kind.tpu)
 
 
 def add_engine_flag(parser):
@@ -35,46 +40,28 @@ def add_engine_flag(parser):
 
 def check_settings(settings, engine):
     """Refuses the settings the TF2 engines do not express, each by name."""
-    if settings.strategy not in _STRATEGIES:
-        raise UsageError(f"strategy must be one of {', '.join(_STRATEGIES)} with engine "
+    names = _strategy_names()
+    if settings.strategy not in names:
+        raise UsageError(f"strategy must be one of {', '.join(names)} with engine "
                          f"{engine!r}. Received: strategy={settings.strategy!r}")
     if settings.train_data:
         raise UsageError(f"train_data must be left out with engine {engine!r} (it trains on "
                          f"the built-in data). Received: train_data={settings.train_data!r}")
+    expressed = models.model_of(settings.model).tf2_params
     for name in settings.params:
-        if name not in _PARAMS[settings.model]:
-            raise UsageError(f"params must be among {', '.join(_PARAMS[settings.model])} with "
+        if name not in expressed:
+            raise UsageError(f"params must be among {', '.join(expressed)} with "
                              f"engine {engine!r}. Received: {name}={settings.params[name]!r}")
 
 
 def _strategy(settings):
+    """The strategy the Estimator path builds for the run's settings (one process)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from estimator_dist import strategies  # pylint: disable=import-outside-toplevel
+    from estimator_dist.distribute import strategies  # pylint: disable=import-outside-toplevel
 
-    if settings.strategy == "default":
-        return tf.distribute.get_strategy()
-    replicas = settings.num_replicas or strategies.DEFAULT_CPU_REPLICAS
-    strategies.setup_cpu_replicas(replicas)
-    return tf.distribute.MirroredStrategy(
-        [f"/cpu:{i}" for i in range(replicas)],
-        cross_device_ops=tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0"))
-
-
-def keras_model(model, params, x_shape):
-    """The Keras equivalent of built-in ``model`` ("dense" or "lstm"): inputs ``{"x"}`` of
-    one example's ``x_shape``, output the logits; layers named as in the model_fn."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    x = tf.keras.Input(list(x_shape), name="x")
-    if model == "dense":
-        net = x
-        for i, units in enumerate(params["hidden_units"]):
-            net = tf.keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(net)
-    else:
-        net = tf.keras.layers.LSTM(params["num_units"], name="lstm_0")(x)
-    logits = tf.keras.layers.Dense(params["num_classes"], name="logits")(net)
-    return tf.keras.Model({"x": x}, logits)
+    setup = strategies.build(settings.strategy, settings.num_replicas)
+    return setup.train_distribute or tf.distribute.get_strategy()
 
 
 def _keras_engine(model, train, evaluation, *, steps, batch_size, eval_steps):
@@ -165,10 +152,9 @@ def run(settings, engine):
     check_settings(settings, engine)
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from estimator_dist.models import MODELS  # pylint: disable=import-outside-toplevel
     from input_fns import from_arrays  # pylint: disable=import-outside-toplevel
 
-    builtin = MODELS[settings.model]
+    builtin = models.model_of(settings.model)
     params = {**builtin.params, **settings.params}
     batch_size = settings.batch_size or builtin.batch_size
     steps = settings.max_steps or builtin.max_steps
@@ -180,7 +166,7 @@ def run(settings, engine):
     eval_fn = from_arrays(evaluation.features, evaluation.labels, batch_size=batch_size,
                           shuffle=False, num_epochs=1)
     with strategy.scope():
-        model = keras_model(settings.model, params, train.features["x"].shape[1:])
+        model = builtin.tf2_model(params, train.features["x"].shape[1:])
         model.compile(optimizer=tf.keras.optimizers.Adam(params["learning_rate"]),
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])

@@ -28,8 +28,8 @@ import sys
 import threading
 import time
 
-from estimator_dist import cluster
 from estimator_dist.commands import cli, isolation, restarts
+from estimator_dist.distribute import cluster
 from estimator_dist.errors import UsageError
 
 _POLL_SECONDS = 0.2

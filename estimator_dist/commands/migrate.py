@@ -2,7 +2,7 @@
 
     python -m estimator_dist.migrate --model-dir D --output OUT
 
-Converts the latest checkpoint in ``D`` with ``estimator_dist.keras_conversion.to_keras``
+Converts the latest checkpoint in ``D`` with ``estimator_dist.conversion.keras_conversion.to_keras``
 (its docstring names the inputs and outputs) and saves the model to ``OUT`` (a SavedModel
 directory, or one file when ``OUT`` ends in ``.keras``). ``tf.keras.models.load_model(OUT)``
 gives the same ``logits`` as the Estimator.
@@ -16,10 +16,11 @@ A checkpoint of another model_fn converts through a mapping file instead of ``D`
 """
 import os
 
-from estimator_dist import checkpoint_mapping
 from estimator_dist.commands import cli, logs
+from estimator_dist.conversion import checkpoint_mapping
+from estimator_dist.conversion.keras_conversion import (check_output, latest_checkpoint, save,
+                                                        to_keras)
 from estimator_dist.errors import UsageError, check_existing_dir
-from estimator_dist.keras_conversion import check_output, latest_checkpoint, save, to_keras
 
 
 def migrate_parser(subparsers=None):

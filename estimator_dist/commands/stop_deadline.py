@@ -57,7 +57,7 @@ def _end(prog, signum, started, what, why):
           f"after the signal ({why})", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(128 + signum)  # pylint: disable=protected-access
+    os._exit(128 + signum)  # The main thread may be blocked inside TensorFlow.
 
 
 def _wait_for_signal(read_fd):

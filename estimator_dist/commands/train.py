@@ -11,9 +11,9 @@ import os
 import signal
 import sys
 
-from estimator_dist import cluster, config_files, models, run_record, strategy_table
-from estimator_dist.commands import cli, engines, logs, stop_deadline
-from estimator_dist.commands import config as config_lib
+from estimator_dist import config_files, models, run_record
+from estimator_dist.commands import cli, config as config_lib, engines, logs, stop_deadline
+from estimator_dist.distribute import cluster_sources, strategy_table
 from estimator_dist.errors import UsageError
 
 _PROG = "python -m estimator_dist.train"
@@ -196,7 +196,7 @@ def train_command(args):
         print(json.dumps(settings.to_dict(), indent=2, sort_keys=True))
         return 0
     logs.quiet_tensorflow(settings.verbose)
-    from estimator_dist import preemption  # pylint: disable=import-outside-toplevel
+    from estimator_dist.hooks import preemption  # pylint: disable=import-outside-toplevel
     from estimator_dist.commands import training  # pylint: disable=import-outside-toplevel
 
     logs.tensorflow_python_logging(settings.verbose)
@@ -217,7 +217,7 @@ def _stop_deadline():
     (``stop_deadline``): a parameter server, blocked in TensorFlow's C++ server where no
     Python handler runs, serves until the chief and workers have ended."""
     try:
-        tf_config = cluster.tf_config_from_env() if "TF_CONFIG" in os.environ else None
+        tf_config = cluster_sources.task_from_env() if "TF_CONFIG" in os.environ else None
     except UsageError:
         tf_config = None  # The run itself reports the bad TF_CONFIG.
     if tf_config is not None and tf_config.task_type == "ps":

@@ -16,10 +16,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from estimator_dist import export, models, run_record, strategy_table
-from estimator_dist import plan as plan_lib
+from estimator_dist import export, models, plan as plan_lib, run_record
 from estimator_dist.commands import checkpoint_saver, checkpoints, events, hooks
 from estimator_dist.commands.config import RunSettings
+from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
 from estimator_dist.estimator import make_estimator
 from input_fns import check_files, from_arrays, from_files

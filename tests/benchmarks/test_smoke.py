@@ -97,3 +97,33 @@ def test_sigterm_roles_benchmark_times_every_task(python_run):
     out = _run(python_run, "sigterm_roles.py", "--rounds", "1", "--settle", "1")
     assert re.search(r"^median \S+: chief 0 [\d.]+ s, worker 0 [\d.]+ s, ps 0 [\d.]+ s, "
                      r"evaluator 0 [\d.]+ s$", out, re.M), out
+
+
+@pytest.mark.multi_process
+def test_preemption_vote_benchmark_reports_the_ratio(python_run):
+    out = _run(python_run, "preemption_vote.py", "--rounds", "1", "--steps", "12")
+    assert re.search(r"^median: with hook [\d.]+ steps/s, without [\d.]+ steps/s, ratio [\d.]+$",
+                     out, re.M)
+
+
+def test_strategies_benchmark_reports_each_strategy(python_run):
+    out = _run(python_run, "strategies.py", "--rounds", "1", "--steps", "6", "--models",
+               "dense")
+    assert len(re.findall(r"^  \S+ +[\d,]+   x[\d.]+ of default$", out, re.M)) == 4
+
+
+def test_divergence_check_benchmark_reports_each_case(python_run):
+    out = _run(python_run, "divergence_check.py", "--rounds", "1", "--steps", "60")  # 50 warm up.
+    assert len(re.findall(r"^  \S+ +[\d.]+ ms   x[\d.]+ of without$", out, re.M)) == 3
+    assert "one check: median" in out
+
+
+def test_exact_eval_benchmark_reports_the_ratio(python_run):
+    out = _run(python_run, "exact_eval.py", "--rounds", "1", "--examples", "512",
+               "--batch-size", "64")
+    assert re.search(r"one device / replicas: x[\d.]+", out)
+
+
+def test_input_pipeline_benchmark_reports_each_input(python_run):
+    out = _run(python_run, "input_pipeline.py", "--rounds", "1", "--batches", "3")
+    assert re.search(r"^lstm_model_fn +[\d,]+ +1\.0$", out, re.M)

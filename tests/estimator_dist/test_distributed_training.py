@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
-from estimator_dist.input_checks import GlobalBatchWarning
+from estimator_dist.distribute.input_checks import GlobalBatchWarning
 from tests.conftest import assert_passes_under_tf1_behaviour
 from tests.estimator_dist import tf1_models
 

@@ -223,7 +223,7 @@ def test_multi_worker_dead_peer_without_hook_never_ends(model_dir, tmp_path):
 
 
 def test_multi_worker_estimator_train_alone_refused(python_run, model_dir):
-    """The fact behind estimator_dist.cluster_train: with TF_CONFIG set and a plain
+    """The fact behind estimator_dist.mends.cluster_train: with TF_CONFIG set and a plain
     RunConfig, train() is refused."""
     env = {"TF_CONFIG": _worker_env(free_ports(1), 0)["TF_CONFIG"]}
     result = python_run(_job(model_dir, 5, "train", "plain_run_config")[1:], timeout=120,

@@ -1,5 +1,6 @@
 """The library apart from the commands: imports run from commands/ down, never up."""
 import ast
+import re
 import importlib
 import pathlib
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 import estimator_dist
 
 _PACKAGE = pathlib.Path(estimator_dist.__file__).parent
-_ENTRY_POINTS = ("train", "launch", "report", "migrate")
+_ENTRY_POINTS = ("train", "launch", "report", "migrate", "doctor")
 
 
 def _imported(path):
@@ -23,8 +24,48 @@ def _imported(path):
             yield from (alias.name for alias in node.names)
 
 
-@pytest.mark.parametrize("path", sorted(p.name for p in _PACKAGE.glob("*.py")
-                                         if p.stem not in _ENTRY_POINTS))
+def _module_name(path):
+    parts = path.relative_to(_PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph():
+    """Module of estimator_dist -> the modules of estimator_dist it imports (anywhere)."""
+    modules = {_module_name(p): p for p in _PACKAGE.rglob("*.py")}
+    return {name: {m for m in _imported(path) if m in modules and m != name}
+            for name, path in modules.items()}
+
+
+def _cycle_through(graph, start):
+    path, seen = [(start, iter(sorted(graph[start])))], {start}
+    while path:
+        node, children = path[-1]
+        child = next(children, None)
+        if child is None:
+            path.pop()
+        elif child == start:
+            return [n for n, _ in path] + [start]
+        elif child not in seen:
+            seen.add(child)
+            path.append((child, iter(sorted(graph[child]))))
+    return None
+
+
+def test_import_graph_has_no_cycle():
+    graph = _import_graph()
+    cycles = [c for c in (_cycle_through(graph, name) for name in sorted(graph)) if c]
+    assert not cycles, " -> ".join(cycles[0])
+
+
+def _library_files():
+    """The library's modules (paths under estimator_dist/), the commands and entry points
+    left out."""
+    paths = (p.relative_to(_PACKAGE) for p in _PACKAGE.rglob("*.py"))
+    return sorted(str(p) for p in paths if p.stem not in _ENTRY_POINTS
+                  and "commands" not in p.parts)
+
+
+@pytest.mark.parametrize("path", _library_files())
 def test_library_module_imports_no_command(path):
     found = [m for m in _imported(_PACKAGE / path) if m.startswith("estimator_dist.commands")]
     assert not found, f"{path} imports {found}"
@@ -45,3 +86,62 @@ def test_launcher_imports_nothing_that_starts_threads():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]"
+
+
+# The layers, from the bottom: a module imports from its own layer and those below only
+# (docs/architecture.md, "Layers"). A module in no layer fails the test until placed.
+_LAYERS = (
+    ("errors", "config_files", "run_record", "models", "datasets", "export"),
+    ("mends",),
+    ("hooks",),
+    ("distribute",),
+    ("estimator",),
+    ("plan",),
+    ("conversion",),
+    ("commands",),
+    _ENTRY_POINTS,
+)
+
+
+def _layer(module):
+    room = module.split(".")[1]
+    return next(i for i, names in enumerate(_LAYERS) if room in names)
+
+
+def test_every_module_has_a_layer():
+    unplaced = [m for m in _import_graph() if m != "estimator_dist"
+                and not any(m.split(".")[1] in names for names in _LAYERS)]
+    assert not unplaced
+
+
+# The one import that runs up, at call time: a TPUEstimator(...) kept as written under a
+# strategy config becomes what make_estimator builds (mend tpu_estimator_kept), and a user
+# may call it having imported nothing of estimator_dist but make_run_config.
+_CALL_TIME_UPWARD = {
+    ("estimator_dist.mends.tpu_estimator_kept", "estimator_dist.estimator"),
+    ("estimator_dist.mends.tpu_estimator_kept", "estimator_dist.distribute"),
+    ("estimator_dist.mends.tpu_estimator_kept", "estimator_dist.distribute.run_config"),
+}
+
+
+def test_imports_run_down_the_layers():
+    graph = _import_graph()
+    upward = [f"{module} -> {imported}" for module, imports in sorted(graph.items())
+              if module != "estimator_dist" for imported in sorted(imports)
+              if imported != "estimator_dist" and _layer(imported) > _layer(module)
+              and (module, imported) not in _CALL_TIME_UPWARD]
+    assert not upward
+
+
+def _documented_modules():
+    """The modules docs/architecture.md's table of modules lists (paths under the package)."""
+    text = (_PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = text.split("## The modules", 1)[1].split("\n## ", 1)[0]
+    cells = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
+    return {name for cell in cells for name in re.findall(r"`([\w/]+\.py)`", cell)}
+
+
+def test_architecture_lists_every_module():
+    on_disk = {str(p.relative_to(_PACKAGE)) for p in _PACKAGE.rglob("*.py")}
+    documented = _documented_modules()
+    assert (sorted(on_disk - documented), sorted(documented - on_disk)) == ([], [])

@@ -5,8 +5,9 @@ import sys
 import pytest
 
 import model_fns
-from estimator_dist import keras_conversion, models
+from estimator_dist import models
 from estimator_dist.commands import config, train
+from estimator_dist.conversion import keras_conversion
 from estimator_dist.errors import UsageError
 
 

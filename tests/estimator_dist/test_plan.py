@@ -1,12 +1,14 @@
 """plan.resolve: what a strategy means for one run, read off one object."""
 import json
+import os
 
 import pytest
 
-from estimator_dist import cluster, plan, strategy_table
+from estimator_dist import plan
+from estimator_dist.distribute import cluster_sources, strategy_table
 from estimator_dist.errors import UsageError
-from estimator_dist.peer_failure import PeerFailureHook
-from estimator_dist.preemption import PreemptionHook
+from estimator_dist.hooks.peer_failure import PeerFailureHook
+from estimator_dist.hooks.preemption import PreemptionHook
 
 _CLUSTER = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"],
             "ps": ["127.0.0.1:4"]}
@@ -91,13 +93,21 @@ def test_resolve_parses_the_cluster_once_for_the_strategy_too(monkeypatch, model
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": spec,
                                                 "task": {"type": "evaluator", "index": 0}}))
     calls = []
-    parse = cluster.tf_config_from_env
+    parse = cluster_sources.task_from_env
 
     def counted(*args, **kwargs):
         calls.append(args)
         return parse(*args, **kwargs)
 
-    monkeypatch.setattr(cluster, "tf_config_from_env", counted)
+    monkeypatch.setattr(cluster_sources, "task_from_env", counted)
     ps_plan = plan.resolve("parameter_server", model_dir=model_dir)
     assert (ps_plan.task_type, ps_plan.config.task_type) == ("evaluator", "evaluator")
     assert len(calls) == 1
+
+
+def test_task_of_reads_another_source_without_writing_tf_config(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.setenv("SM_HOSTS", '["algo-1", "algo-2"]')
+    monkeypatch.setenv("SM_CURRENT_HOST", "algo-2")
+    assert plan.task_of("multi_worker").task_index == 1
+    assert "TF_CONFIG" not in os.environ

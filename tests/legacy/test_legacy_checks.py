@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
-from estimator_dist import input_checks
+from estimator_dist.distribute import input_checks
 from tests.conftest import REPO_ROOT
 from tests.legacy import corpus
 

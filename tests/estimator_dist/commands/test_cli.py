@@ -3,11 +3,12 @@ import argparse
 
 import pytest
 
-from estimator_dist.commands import cli, launch, migrate, report, train
+from estimator_dist.commands import cli, doctor, launch, migrate, report, train
 from estimator_dist.errors import EnvironmentFault, UsageError
 
 _PARSERS = {"train": train.train_parser, "launch": launch.launch_parser,
-            "migrate": migrate.migrate_parser, "report": report.report_parser}
+            "migrate": migrate.migrate_parser, "report": report.report_parser,
+            "doctor": doctor.doctor_parser}
 
 
 def _run(error, capsys, **options):

@@ -3,6 +3,7 @@ import io
 
 import pytest
 
+from estimator_dist import models
 from estimator_dist.commands import engines, train, training
 from estimator_dist.commands.config import RunSettings
 from estimator_dist.errors import UsageError
@@ -59,3 +60,14 @@ def test_engines_reach_the_same_accuracy_band(model, tmp_path):
         accuracies[engine] = result.metrics["accuracy"]
     assert min(accuracies.values()) > _ACCURACY_FLOOR, accuracies
     assert max(accuracies.values()) - min(accuracies.values()) <= _ACCURACY_GAP, accuracies
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("engine", [e for e in engines.ENGINES if e != "estimator"])
+@pytest.mark.parametrize("model", models.NAMES)
+def test_engine_runs_every_model_of_the_table(model, engine):
+    settings = RunSettings(model=model, max_steps=3, export=False)
+    result = engines.run(settings, engine)
+    assert (result.engine, result.replicas, result.steps) == (engine, 1, 3)
+    assert set(result.metrics) == {"accuracy", "loss"}

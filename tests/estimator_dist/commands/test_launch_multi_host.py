@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from estimator_dist import cluster
+from estimator_dist.distribute import cluster
 from tests.conftest import REPO_ROOT
 
 _PRINT_TASK = ("import json, os; c = json.loads(os.environ['TF_CONFIG']); "

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from estimator_dist import cluster
 from estimator_dist.commands import launch, restarts
+from estimator_dist.distribute import cluster
 from tests.conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.multi_process, pytest.mark.slow]

@@ -1,0 +1,225 @@
+"""A train run's checkpoint as a Keras model: ``to_keras``.
+
+Reads the latest checkpoint in a model dir and the run recorded there (``run.json``: the
+model and its params), builds the equivalent Keras model and copies the weights, so the
+Keras model gives the same ``logits`` as the Estimator:
+
+* ``dense``: inputs ``{"x"}`` [batch, dim]; outputs ``{"logits"}``. Layers ``hidden_{i}``
+  (``Dense``), ``batch_norm_{i}``, ``logits``, named as in the checkpoint.
+* ``lstm``: inputs ``{"x", "state_c", "state_h"}``, x [batch, time, dim] and the state
+  [batch, num_layers * num_units] laid out as ``model_fns.lstm_model_fn`` lays it out;
+  outputs ``{"logits", "state_c", "state_h"}``. One ``tf.keras.layers.LSTM`` per
+  ``BasicLSTMCell`` (``lstm_{i}``), its weights converted as ``_keras_lstm`` describes.
+
+The model dir is only read. ``save`` writes the model whole or not at all: under a
+temporary name next to the output, then renamed into place; an existing output is
+replaced only when ``save`` wrote it (it holds ``MARKER``). ``python -m
+estimator_dist.migrate`` runs both; a checkpoint of another model_fn converts through a
+mapping file instead (``checkpoint_mapping``).
+"""
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+
+from estimator_dist import models, run_record
+from estimator_dist.conversion import _keras_models
+from estimator_dist.errors import UsageError, check_existing_dir
+
+_LEGACY_SUFFIXES = (".h5", ".hdf5")
+# Written into every output ``save`` writes (a file in a SavedModel directory, an entry in
+# a .keras zip): overwriting replaces only a path that holds it, so ``save`` never removes
+# what it did not write.
+MARKER = "estimator_dist_migrate.json"
+_WRITER = "python -m estimator_dist.migrate"
+
+
+def _resolve_params(builtin, params):
+    """The model_fn's full params (its own resolver: its checks, its defaults), refusing
+    any the Keras conversion cannot express."""
+    import model_fns  # pylint: disable=import-outside-toplevel
+
+    expressed = [n for n in builtin.params_table if n not in model_fns.TRAINING_PARAMS]
+    ignored = model_fns.TRAINING_PARAMS + model_fns.TPU_ESTIMATOR_KEYS
+    for name in sorted(params):
+        if name not in expressed and name not in ignored:
+            raise UsageError(
+                f"params must be ones the Keras conversion of {builtin.name!r} expresses "
+                f"({', '.join(expressed)}). Received: {name}={params[name]!r}")
+    try:
+        return builtin.resolve_params(params)
+    except ValueError as error:
+        raise UsageError(f"params must suit the {builtin.name!r} model_fn: {error}") from None
+
+
+def _recorded_model(model_dir, model, params):
+    """(built-in model, params): as given, else as recorded in the model dir's ``run.json``."""
+    if model is None and params is None:
+        settings = run_record.recorded_settings(model_dir)
+        if "model" not in settings:
+            raise UsageError(
+                f"model_dir must hold the {run_record.FILENAME} of an estimator_dist.train "
+                f"run (it names the model and its params). Received: model_dir={model_dir!r} "
+                f"without {run_record.FILENAME}")
+        model, params = settings["model"], settings.get("params", {})
+    elif model is None or params is None:
+        missing = "model" if model is None else "params"
+        raise UsageError(f"model and params must be given together. Received: no {missing}")
+    builtin = models.model_of(model)
+    if not isinstance(params, dict):
+        raise UsageError(f"params must be a dict. Received: params={params!r}")
+    return builtin, params
+
+
+def latest_checkpoint(model_dir):
+    """The path of the latest checkpoint in ``model_dir``.
+
+    Raises:
+      UsageError: ``model_dir`` is not a directory or holds no checkpoint.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    check_existing_dir("model_dir", model_dir)
+    path = tf.train.latest_checkpoint(model_dir)
+    if path is None:
+        raise UsageError(f"model_dir must hold a checkpoint (train into it first). "
+                         f"Received: model_dir={model_dir!r} without one")
+    return path
+
+
+def to_keras(model_dir, *, model=None, params=None):
+    """The Keras model equivalent to the latest checkpoint in ``model_dir``.
+
+    Args:
+      model_dir: the model dir of a train run; only read.
+      model, params: a built-in model's name (``models.NAMES``) and its model_fn params, for a model
+        dir trained by other code than ``estimator_dist.train`` (no ``run.json``). By
+        default both come from the run recorded in ``model_dir``.
+
+    Returns:
+      A ``tf.keras.Model`` (not compiled) with dict inputs and outputs; see the module
+      docstring for their names and shapes. An Estimator call that builds
+      ``tf.compat.v1.layers`` in its graph breaks the Keras models built before it in the
+      same process: convert after the Estimator calls (docs/migration.md).
+
+    Raises:
+      UsageError: ``model_dir`` is missing or holds no checkpoint or no run record; the
+        params name an option the conversion cannot express; the checkpoint does not
+        hold the model's variables.
+    """
+    checkpoint_path = latest_checkpoint(model_dir)
+    builtin, params = _recorded_model(model_dir, model, params)
+    params = _resolve_params(builtin, params)
+    checkpoint = _keras_models.Checkpoint(checkpoint_path, builtin.name)
+    keras_model, weights = builtin.keras_model(params, checkpoint)
+    for name, values in weights.items():
+        layer = keras_model.get_layer(name)
+        expected = [tuple(w.shape) for w in layer.weights]
+        received = [tuple(v.shape) for v in values]
+        if expected != received:
+            raise UsageError(
+                f"checkpoint variables of layer {name!r} must have shapes {expected} to suit "
+                f"the params {params}. Received: shapes {received} in "
+                f"checkpoint={checkpoint_path!r}")
+        layer.set_weights(values)
+    return keras_model
+
+
+def _written_by_migrate(path):
+    """Whether ``path`` is an output of migrate: it holds the ``MARKER``."""
+    if os.path.isdir(path):
+        return os.path.isfile(os.path.join(path, MARKER))
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        return MARKER in archive.namelist()
+
+
+def _write_marker(path):
+    text = json.dumps({"written_by": _WRITER})
+    if os.path.isdir(path):
+        with open(os.path.join(path, MARKER), "w", encoding="utf-8") as file:
+            file.write(text)
+    else:
+        with zipfile.ZipFile(path, "a") as archive:
+            archive.writestr(MARKER, text)
+
+
+def check_output(output, overwrite):
+    """The real (symlinks resolved) ``output`` path, if the Keras model may go there.
+
+    An existing ``output`` is replaced only with ``overwrite``, and only when migrate wrote
+    it: anything else there (a model dir, a directory of runs, a file) is refused.
+    """
+    output = os.path.realpath(output)
+    if output.lower().endswith(_LEGACY_SUFFIXES):
+        raise UsageError("output must be a SavedModel directory or a .keras file. "
+                         f"Received: output={output!r}")
+    if not os.path.lexists(output):
+        return output
+    if not overwrite:
+        raise UsageError(f"output must not exist yet (pass --overwrite to replace it). "
+                         f"Received: output={output!r}")
+    if not _written_by_migrate(output):
+        raise UsageError(f"output must be a new path or an earlier migrate output (one "
+                         f"holding {MARKER}); migrate never replaces anything else. "
+                         f"Received: output={output!r}")
+    return output
+
+
+def _remove(path):
+    """Removes an earlier migrate output, checked again just before."""
+    if not _written_by_migrate(path):
+        raise UsageError(f"output must be an earlier migrate output to be replaced. "
+                         f"Received: output={path!r}")
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    else:
+        os.remove(path)
+
+
+def _serving_signature(keras_model):
+    """A ``serving_default`` keyed like the model's dict inputs and outputs (Keras's own
+    keys its outputs by layer name), so the Estimator export's clients keep their names."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    specs = {name: tf.TensorSpec(tensor.shape, tensor.dtype, name=name)
+             for name, tensor in keras_model.input.items()}
+
+    @tf.function(input_signature=[specs])
+    def serve(features):
+        return keras_model(features, training=False)
+
+    return serve
+
+
+def save(keras_model, output, *, overwrite=False):
+    """Saves ``keras_model`` to ``output`` whole or not at all; returns the absolute path.
+
+    ``output`` is a SavedModel directory, or a Keras file when it ends in ``.keras``. The
+    model is written under a temporary name in the same directory, then renamed. A model
+    with dict inputs and outputs (as ``to_keras`` builds) gets a SavedModel
+    ``serving_default`` signature with the same names as its dicts.
+
+    Raises:
+      UsageError: ``output`` names an ``.h5`` file, or exists and either is not an earlier
+        migrate output (one holding ``MARKER``) or ``overwrite`` is off.
+    """
+    output = check_output(output, overwrite)
+    parent = os.path.dirname(output)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.", dir=parent)
+    try:
+        staged = os.path.join(staging, os.path.basename(output))
+        if output.endswith(".keras") or not isinstance(keras_model.input, dict):
+            keras_model.save(staged)
+        else:
+            keras_model.save(staged, signatures=_serving_signature(keras_model))
+        _write_marker(staged)
+        if os.path.lexists(output):
+            _remove(output)
+        os.replace(staged, output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return output

@@ -1,0 +1,310 @@
+"""Distribution strategies by name, built so that Estimator never hangs on them.
+
+One table maps a strategy name to a builder. Builders return a
+``tf.distribute.Strategy`` (or ``None`` for no distribution) plus the number of local
+devices the Estimator session must keep.
+
+Two facts about TF 2.15 shape this module:
+
+* Estimator + ``MirroredStrategy`` over logical CPU devices deadlocks with the default
+  all-reduce when the inter-op thread pool is as small as the core count. CPU replicas
+  therefore reduce through ``tf.distribute.ReductionToOneDevice``.
+* Logical CPU devices exist only if they are configured before the TF runtime starts.
+"""
+import dataclasses
+import logging
+
+import tensorflow as tf
+
+from estimator_dist import mends
+from estimator_dist.distribute import cluster, cluster_sources, rendezvous, strategy_table
+from estimator_dist.distribute.input_checks import checked_input_fn
+from estimator_dist.errors import UsageError, check_positive_int
+from estimator_dist.hooks import divergence, watchdog
+from estimator_dist.mends import input_end, internals
+
+_LOG = logging.getLogger(__name__)
+
+DEFAULT_CPU_REPLICAS = 2
+DEFAULT_COLLECTIVE_TIMEOUT_SECONDS = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategySetup:
+    """What a strategy builder hands to the RunConfig.
+
+    Attributes:
+      train_distribute: the strategy for training, or None.
+      eval_distribute: the strategy for evaluation, or None for one device. Mirrored
+        setups evaluate on one device: a mirrored ``evaluate()`` whose last global batch
+        is short drops that batch in some runs (the v1 input pipeline's end of data
+        races across replicas); one device counts every example exactly once.
+      cpu_devices: how many CPU devices the Estimator session must keep.
+    """
+
+    train_distribute: object = None
+    eval_distribute: object = None
+    cpu_devices: int = 1
+
+
+class _InputChecksMixin:
+    """Checks what a user's input_fn returns before the strategy consumes it."""
+
+    def make_input_fn_iterator(self, input_fn, *args, **kwargs):
+        checked = checked_input_fn(input_fn, self.num_replicas_in_sync)
+        return super().make_input_fn_iterator(checked, *args, **kwargs)
+
+
+class _DivergenceCheckMixin:
+    """Stops training when the replicas' copies of a variable differ (``divergence``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        divergence.watch(self)
+
+
+class _MirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
+                        tf.distribute.MirroredStrategy):
+    """``tf.distribute.MirroredStrategy`` whose input_fn results and replicas are checked."""
+
+
+class _MultiWorkerMendsMixin:
+    """Applies the mends MultiWorkerMirroredStrategy needs under Estimator
+    (``mends.registry``): sparse gradients reduced dense, batch norm's moving statistics
+    mirrored."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        mends.apply("sparse_gradients", self)
+        mends.apply("batch_norm_statistics", self)
+
+
+class _EndTogetherMixin:
+    """Ends every worker's finite input at the same step (``input_end``)."""
+
+    def make_input_fn_iterator(self, input_fn, *args, **kwargs):
+        make = super().make_input_fn_iterator
+        if not mends.apply("input_end", self):
+            return make(input_fn, *args, **kwargs)
+        return input_end.make_iterator(self, make, input_fn, *args, **kwargs)
+
+
+class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _MultiWorkerMendsMixin,
+                                   _InputChecksMixin, _EndTogetherMixin,
+                                   tf.distribute.MultiWorkerMirroredStrategy):
+    """``tf.distribute.MultiWorkerMirroredStrategy``, input_fn results and workers checked,
+    finite input ending on every worker at once (``input_end``), mended for Estimator
+    (``_MultiWorkerMendsMixin``)."""
+
+
+class _ParameterServerStrategy(_InputChecksMixin,
+                               tf.compat.v1.distribute.experimental.ParameterServerStrategy):
+    """The v1 ``ParameterServerStrategy`` (RunConfig refuses the v2 one), input checked."""
+
+
+def cpu_device_count():
+    """Returns how many logical CPU devices the runtime has or will have.
+
+    Does not start the TF runtime.
+    """
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    configured = tf.config.get_logical_device_configuration(cpu)
+    return len(configured) if configured else 1
+
+
+def setup_cpu_replicas(num_devices):
+    """Makes ``num_devices`` logical CPU devices available, before the runtime starts.
+
+    Call this (or ``make_run_config``) before any TF op runs. Asking for fewer devices
+    than are already configured keeps the existing ones.
+
+    Raises:
+      RuntimeError: the TF runtime already started with fewer CPU devices.
+    """
+    check_positive_int("num_replicas", num_devices)
+    if cpu_device_count() >= num_devices:
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+    except RuntimeError:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have >= num_devices:
+            return
+        raise RuntimeError(
+            f"mirrored needs {num_devices} logical CPU devices, but the TensorFlow runtime "
+            f"already started with {have}: call estimator_dist.make_run_config (or "
+            f"estimator_dist.setup_cpu_replicas({num_devices})) before any TensorFlow op "
+            "runs, e.g. at the top of your script.") from None
+
+
+def check_collectives_configurable():
+    """Raises when collective ops can no longer be configured (the runtime started).
+
+    ``MultiWorkerMirroredStrategy`` configures them in eager mode (TF2 behaviour), which
+    TensorFlow allows only before its runtime starts; after any eager op it raises
+    "Collective ops must be configured at program startup", which names no fix. In graph
+    mode (TF1 behaviour) the session configures them, late or not.
+    """
+    if not internals.collectives_configurable():
+        raise RuntimeError(
+            "multi_worker configures TensorFlow's collective ops, which must happen before "
+            "the TensorFlow runtime starts, but it already started: call "
+            "estimator_dist.make_run_config at the start of the program, before any "
+            "TensorFlow op runs.")
+
+
+def _default(num_replicas, options, tf_config):
+    del num_replicas, options, tf_config  # One replica (build() checks); no options.
+    return StrategySetup(cpu_devices=cpu_device_count())
+
+
+def _mirrored(num_replicas, options, tf_config):
+    del options, tf_config  # build() passes none for this strategy.
+    check_positive_int("num_replicas", num_replicas, allow_none=True)
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        num_replicas = num_replicas or len(gpus)
+        if num_replicas > len(gpus):
+            raise UsageError(
+                f"num_replicas must be at most the {len(gpus)} visible GPUs for strategy "
+                f"'mirrored'. Received: num_replicas={num_replicas}")
+        strategy = _MirroredStrategy([f"/gpu:{i}" for i in range(num_replicas)])
+        return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
+    num_replicas = num_replicas or DEFAULT_CPU_REPLICAS
+    setup_cpu_replicas(num_replicas)
+    strategy = _MirroredStrategy(
+        [f"/cpu:{i}" for i in range(num_replicas)],
+        cross_device_ops=tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0"))
+    return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
+
+
+def _multi_worker(num_replicas, options, tf_config):
+    del num_replicas  # One replica per worker process (build() checks).
+    if tf_config.task_type == "evaluator":
+        # The evaluator trains nothing, but Estimator routes it through the distribute
+        # coordinator only when train_distribute is set; MultiWorkerMirroredStrategy
+        # itself cannot be built there when the cluster lists no evaluator.
+        local = _MirroredStrategy(["/cpu:0"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+        return StrategySetup(local, None, cpu_devices=cpu_device_count())
+    timeout = options.get("collective_timeout", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)
+    check_positive_int("collective_timeout", timeout)
+    packing = _packing_options(options)
+    reduction = _reduction_dtype(options.get("all_reduce_dtype", "float32"))
+    # Mend collective_watchdog: no timeout on the collectives (in TF 2.15 each one would
+    # hold a thread for the whole timeout); the watchdog bounds a stalled step instead.
+    watched = "collective_watchdog" not in mends.turned_off()
+    per_collective = {} if watched else {"timeout_seconds": timeout}
+
+    def build():
+        check_collectives_configurable()
+        return _MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                **per_collective, **packing))
+
+    strategy = rendezvous.form_cluster(build, options.get("rendezvous_timeout"),
+                                       tf_config=tf_config)
+    if reduction == "bfloat16":
+        mends.require("bfloat16_all_reduce", "all_reduce_dtype='bfloat16'")
+        mends.apply("bfloat16_all_reduce", strategy)
+    if watched:
+        watchdog.watch(strategy, timeout)
+    return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
+
+
+def _packing_options(options):
+    """CommunicationOptions fields of the all-reduce's packing (``all_reduce_bytes_per_pack``;
+    0 or absent: TensorFlow's default, every gradient in one collective)."""
+    bytes_per_pack = options.get("all_reduce_bytes_per_pack")
+    if bytes_per_pack is None:
+        return {}
+    if not isinstance(bytes_per_pack, int) or bytes_per_pack < 0:
+        raise UsageError("all_reduce_bytes_per_pack must be a non-negative int. "
+                         f"Received: all_reduce_bytes_per_pack={bytes_per_pack!r}")
+    return {"bytes_per_pack": bytes_per_pack}
+
+
+# The dtypes float32 values may be all-reduced in across workers (float32: TensorFlow's own).
+_REDUCTION_DTYPES = ("bfloat16", "float32")
+
+
+def _reduction_dtype(dtype):
+    """``dtype``, checked as an ``all_reduce_dtype``."""
+    if dtype not in _REDUCTION_DTYPES:
+        raise UsageError(f"all_reduce_dtype must be one of {sorted(_REDUCTION_DTYPES)}. "
+                         f"Received: all_reduce_dtype={dtype!r}")
+    return dtype
+
+
+def _parameter_server(num_replicas, options, tf_config):
+    del num_replicas  # One replica per worker process (build() checks).
+    missing = [t for t in ("chief", "ps") if t not in tf_config.cluster]
+    if missing:
+        raise UsageError(
+            "TF_CONFIG must list 'chief' and 'ps' tasks for strategy 'parameter_server' "
+            "(`python -m estimator_dist.launch --ps N` adds them). Received: cluster task "
+            f"types {sorted(tf_config.cluster)}")
+    if tf_config.task_type == "evaluator":
+        # The evaluator reads checkpoints alone, as in any Estimator cluster with a chief.
+        return StrategySetup(cpu_devices=cpu_device_count())
+    rendezvous.wait_for_ps_cluster(tf_config, options.get("rendezvous_timeout"))
+    strategy = _ParameterServerStrategy()
+    return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
+
+
+_STRATEGIES = {
+    "default": _default,
+    "mirrored": _mirrored,
+    "multi_worker": _multi_worker,
+    "parameter_server": _parameter_server,
+}
+
+# Strategies of one replica per process -> how to get more, for the error on num_replicas.
+_ONE_REPLICA = {
+    "default": "",
+    "multi_worker": " (one replica per worker process; add workers to TF_CONFIG instead)",
+    "parameter_server": " (add workers to TF_CONFIG instead)",
+}
+# Options of build() -> the strategies that take them.
+_OPTION_STRATEGIES = {"collective_timeout": ("multi_worker",),
+                      "all_reduce_bytes_per_pack": ("multi_worker",),
+                      "all_reduce_dtype": ("multi_worker",),
+                      "rendezvous_timeout": ("multi_worker", "parameter_server")}
+
+
+def build(name, num_replicas=None, *, tf_config=None, **options):
+    """Builds the ``StrategySetup`` for strategy ``name``.
+
+    A cluster strategy builds on ``tf_config``, this task's parsed ``cluster.TFConfig``
+    (default: read from the environment, ``cluster_sources.task_from_env``), written to
+    ``TF_CONFIG`` for TensorFlow first (``cluster_sources.write_tf_config``). "tpu" is no
+    tf.distribute strategy here: ``make_run_config`` wires it through TPUEstimator's own
+    RunConfig.
+    """
+    kind = strategy_table.kind_of(name)
+    if kind.tpu:
+        raise UsageError("strategy 'tpu' runs through TPUEstimator's own RunConfig: build it "
+                         "with estimator_dist.make_run_config('tpu'). Received: strategy='tpu'")
+    builder = _STRATEGIES[name]
+    for option in options:
+        if name not in _OPTION_STRATEGIES[option]:
+            raise UsageError(f"{option} applies to strategy "
+                             f"{' or '.join(map(repr, _OPTION_STRATEGIES[option]))} only. "
+                             f"Received: strategy={name!r}")
+    if name in _ONE_REPLICA and num_replicas not in (None, 1):
+        raise UsageError(f"num_replicas must be 1 or None for strategy '{name}'"
+                         f"{_ONE_REPLICA[name]}. Received: num_replicas={num_replicas!r}")
+    if not kind.cluster:
+        if tf_config is not None:
+            raise UsageError(f"tf_config applies to strategies "
+                             f"{' and '.join(map(repr, strategy_table.CLUSTER_NAMES))} only. "
+                             f"Received: strategy={name!r}")
+    elif tf_config is None:
+        tf_config = cluster_sources.task_from_env(strategy=name)
+    elif not isinstance(tf_config, cluster.TFConfig):
+        raise UsageError(f"tf_config must be a TFConfig (estimator_dist.parse_tf_config or "
+                         f"resolve_cluster returns one). Received: {type(tf_config).__name__}")
+    if kind.cluster:
+        cluster_sources.write_tf_config(tf_config)
+    return builder(num_replicas, options, tf_config)

@@ -1,0 +1,3 @@
+"""The guards a distributed run gets without asking: preemption, a lost peer, replicas
+that drift apart. Imports no TensorFlow itself.
+"""

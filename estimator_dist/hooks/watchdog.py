@@ -1,0 +1,145 @@
+"""Ends a multi-worker task whose training makes no progress, naming the peer to blame.
+
+In TF 2.15 a collective launched with a timeout holds a thread for the whole timeout,
+even when it finished long before (``SchedNonBlockingClosureAfter`` in
+``base_collective_executor.cc``, read). At hundreds of collectives a second and a
+timeout of minutes, a worker grows by about a thousand threads a second and aborts
+within a minute. So "multi_worker" launches its collectives without a timeout, and this
+watchdog bounds a stall instead: one daemon thread per process, which costs nothing per
+step.
+
+``StallWatchdogHook`` (added to every training spec the strategy builds) marks progress
+each time a training step starts or ends. When the thread that trains stays inside the
+monitored session (a step, a hook's work such as a checkpoint save, session set-up) for
+``timeout`` seconds without progress, the watchdog asks every peer's gRPC server whether
+it answers (``peer_failure.silent_peers``), prints one line naming the peers that do not
+(stopped, frozen or gone) and what to do, and ends the process with ``EXIT_CODE``. A
+process already out of the monitored session (after an error, between train calls) is
+never ended.
+"""
+import functools
+import os
+import sys
+import threading
+import time
+
+import tensorflow as tf
+
+from estimator_dist import mends
+from estimator_dist.hooks import peer_failure
+from estimator_dist.mends import internals
+
+EXIT_CODE = 1
+_MAX_POLL_SECONDS = 5.0
+
+
+class _Watch:
+    """The process's one watch: which thread trains, when it last made progress."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.thread = None  # The daemon thread, started once.
+        self.trainer = None  # Ident of the thread that runs the monitored session.
+        self.beat = time.monotonic()
+        self.timeout = None
+        self.cluster = None
+        self.me = None
+
+
+_WATCH = _Watch()
+
+
+def stall_message(me, timeout, silent):
+    """The one line printed before the watchdog ends the process."""
+    if silent:
+        blame = f"{peer_failure.describe(silent)}; restart every task"
+    else:
+        blame = ("every peer answers, so a step or a hook of this task stalled (e.g. a "
+                 "checkpoint save); restart every task")
+    return (f"watchdog: {me} made no training progress for {timeout} s (collective_timeout): "
+            f"{blame} from the last checkpoint, or raise collective_timeout "
+            "(--collective-timeout) if steps or saves take that long.")
+
+
+def _stalled(watch):
+    """The seconds since the last progress while training is stuck in a session, else 0."""
+    with watch.lock:
+        trainer, beat, timeout = watch.trainer, watch.beat, watch.timeout
+    idle = time.monotonic() - beat
+    if trainer is None or idle < timeout or not internals.in_monitored_session(trainer):
+        return 0
+    return idle
+
+
+def _run(watch):
+    while True:
+        time.sleep(min(_MAX_POLL_SECONDS, watch.timeout / 4))
+        if not _stalled(watch):
+            continue
+        silent = peer_failure.silent_peers(watch.cluster, watch.me)
+        if not _stalled(watch):  # Progress came while the peers were asked.
+            continue
+        line = stall_message(watch.me, watch.timeout, silent)
+        os.write(sys.stderr.fileno(), (line + "\n").encode())
+        os._exit(EXIT_CODE)  # The training thread is stuck in TensorFlow: no clean exit.
+
+
+def _beat():
+    with _WATCH.lock:
+        _WATCH.trainer = threading.get_ident()
+        _WATCH.beat = time.monotonic()
+
+
+class StallWatchdogHook(tf.compat.v1.train.SessionRunHook):
+    """Ends the process when training makes no progress for ``timeout`` seconds.
+
+    Args:
+      timeout: seconds without progress before the process ends.
+      cluster: the cluster, ``{task_type: [address, ...]}``.
+      me: this task's name, e.g. "worker 1".
+    """
+
+    def __init__(self, timeout, cluster, me):
+        self._timeout = timeout
+        self._cluster = cluster
+        self._me = me
+
+    def begin(self):
+        with _WATCH.lock:
+            _WATCH.timeout = self._timeout
+            _WATCH.cluster = self._cluster
+            _WATCH.me = self._me
+            if _WATCH.thread is None:
+                _WATCH.thread = threading.Thread(target=_run, args=(_WATCH,),
+                                                 name="stall-watchdog", daemon=True)
+                _WATCH.thread.start()
+        _beat()
+
+    def after_create_session(self, session, coord):
+        del session, coord  # Only the time matters.
+        _beat()
+
+    def before_run(self, run_context):
+        del run_context  # Only the time matters.
+        _beat()
+
+    def after_run(self, run_context, run_values):
+        del run_context, run_values  # Only the time matters.
+        _beat()
+
+    def end(self, session):
+        del session  # Only the time matters.
+        _beat()
+
+
+def watch(strategy, timeout):
+    """Makes Estimator training under ``strategy`` end its process after ``timeout``
+    seconds without progress (mend ``collective_watchdog``: the strategy appends a
+    ``StallWatchdogHook`` to every training spec it builds).
+
+    Returns:
+      ``strategy``.
+    """
+    mends.apply("collective_watchdog", strategy,
+                make_hook=functools.partial(StallWatchdogHook, timeout))
+    return strategy

@@ -1,0 +1,30 @@
+"""Collectives without TensorFlow's per-collective timeout, a stall watchdog instead
+(mend ``collective_watchdog``).
+
+In TF 2.15 a collective launched with a timeout holds a thread for the whole timeout,
+even when it finished long before (``SchedNonBlockingClosureAfter`` in
+``base_collective_executor.cc``, read): two multi-worker CLI workers with a 300 s timeout
+grew about a thousand threads a second each and aborted at about 30 s. With this mend the
+"multi_worker" builder launches its collectives without a timeout, and the strategy
+appends a stall watchdog (``hooks.watchdog.StallWatchdogHook``) to every Estimator
+training spec it builds; turned off, the collectives get TensorFlow's timeout again.
+"""
+from estimator_dist.mends import extended
+
+
+class _StallWatchedExtended:
+    """Adds ``self._make_stall_hook(cluster, me)`` to the training spec of each replica."""
+
+    def call_for_each_replica(self, fn, args=(), kwargs=None):
+        result = super().call_for_each_replica(fn, args, kwargs)
+        if self._cluster_spec is None:
+            return result
+        hook = self._make_stall_hook(self._cluster_spec.as_dict(),
+                                     f"{self._task_type} {self._task_id}")
+        return extended.with_training_hook(result, hook)
+
+
+def apply(strategy, make_hook):
+    """Makes ``strategy`` add ``make_hook(cluster, me)`` to every Estimator training spec."""
+    extended.add_mixin(strategy, _StallWatchedExtended)
+    strategy.extended._make_stall_hook = make_hook  # pylint: disable=protected-access

@@ -1,0 +1,28 @@
+"""A divergence check in every Estimator training graph a strategy builds (mend
+``divergence_check``).
+
+TF 2.15 keeps replicas' copies of a variable equal only when every update goes through
+the strategy's aggregation; a per-replica ``assign`` makes them drift apart without an
+error. Estimator builds its training spec per replica through the strategy's
+``extended.call_for_each_replica``; the mixin here appends a hook (``divergence.
+DivergenceHook``) to that spec, so a plain ``tf.estimator.Estimator`` gets the check
+without asking.
+"""
+from estimator_dist.mends import extended
+
+
+class _WatchedExtended:
+    """Adds ``self._make_divergence_hook(strategy)`` to the training spec of each replica."""
+
+    def call_for_each_replica(self, fn, args=(), kwargs=None):
+        result = super().call_for_each_replica(fn, args, kwargs)
+        strategy = self._container_strategy()
+        if strategy.num_replicas_in_sync == 1:
+            return result
+        return extended.with_training_hook(result, self._make_divergence_hook(strategy))
+
+
+def apply(strategy, make_hook):
+    """Makes ``strategy`` add ``make_hook(strategy)`` to every Estimator training spec."""
+    extended.add_mixin(strategy, _WatchedExtended)
+    strategy.extended._make_divergence_hook = make_hook  # pylint: disable=protected-access

@@ -1,0 +1,39 @@
+"""Behaviour added to a TensorFlow object by a mixin class, where TensorFlow does the work.
+
+The object's class becomes a subclass of a mixin and its own class. A class survives
+the deep copies Estimator and the distribute coordinator make of a strategy (and of a
+RunConfig), where an attribute patched onto the object would not. The mends use it on a
+strategy's ``extended`` object, on a strategy and on a RunConfig.
+"""
+import tensorflow as tf
+
+_CLASSES = {}
+
+
+def mix_into(target, mixin):
+    """Makes ``target`` an instance of ``(mixin, its class)`` (once)."""
+    base = type(target)
+    if issubclass(base, mixin):
+        return
+    if (mixin, base) not in _CLASSES:
+        _CLASSES[mixin, base] = type(f"{mixin.__name__.strip('_')}{base.__name__}",
+                                     (mixin, base), {})
+    target.__class__ = _CLASSES[mixin, base]
+
+
+def add_mixin(strategy, mixin):
+    """Makes ``strategy.extended`` an instance of ``(mixin, its class)`` (once)."""
+    mix_into(strategy.extended, mixin)
+
+
+def with_training_hook(spec, hook):
+    """``spec`` (what a ``call_for_each_replica`` returned) with ``hook`` added to its
+    training hooks when it is a TRAIN ``EstimatorSpec``, else ``spec`` itself."""
+    if not (isinstance(spec, tf.estimator.EstimatorSpec)
+            and spec.mode == tf.estimator.ModeKeys.TRAIN):
+        return spec
+    # The grouped spec holds per-replica values that EstimatorSpec's own checks (run by
+    # its _replace) refuse, so the copy is made as the tuple it is.
+    fields = spec._asdict()
+    fields["training_hooks"] = tuple(spec.training_hooks) + (hook,)
+    return type(spec)._make(fields.values())

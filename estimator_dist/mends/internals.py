@@ -1,0 +1,79 @@
+"""Reads of TensorFlow's private modules and members that change nothing.
+
+What the package needs to know and TF 2.15 keeps private: the distribute coordinator's
+worker context, Slurm's host-list syntax, which variables are mirrored, and where a
+worker stands in a multi-worker strategy. Each is read here and nowhere else.
+"""
+import os
+import sys
+
+import tensorflow as tf
+from tensorflow.python.distribute import distribute_coordinator_context
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.distribute import values as values_lib
+from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver
+from tensorflow.python.eager import context
+
+
+def current_worker_context():
+    """The distribute coordinator's context of this worker, or None outside one."""
+    return distribute_coordinator_context.get_current_worker_context()
+
+
+def expand_hostlist(nodes):
+    """Slurm's ``node[01-04]`` as host names (ValueError, IndexError on bad syntax)."""
+    return slurm_cluster_resolver.expand_hostlist(nodes)
+
+
+def expand_tasks_per_node(tasks):
+    """Slurm's ``2(x3),1`` as task counts per node (ValueError on bad syntax)."""
+    return slurm_cluster_resolver.expand_tasks_per_node(tasks)
+
+
+def is_mirrored_variable(variable):
+    """Whether ``variable`` is a strategy's mirrored (kept-equal) variable."""
+    return isinstance(variable, values_lib.MirroredVariable)
+
+
+def num_workers(strategy):
+    """How many workers ``strategy`` spans (1 for a strategy of one process)."""
+    return getattr(strategy.extended, "_num_workers", 1)
+
+
+def worker_index(strategy):
+    """This worker's index among ``strategy``'s workers (a multi-worker strategy)."""
+    extended = strategy.extended
+    # pylint: disable=protected-access
+    return multi_worker_util.id_in_cluster(extended._cluster_spec, extended._task_type,
+                                           extended._task_id)
+
+
+def in_multi_worker_mode(strategy):
+    """Whether ``strategy`` spans several workers."""
+    return strategy.extended._in_multi_worker_mode()  # pylint: disable=protected-access
+
+
+def collectives_configurable():
+    """Whether TensorFlow's collective ops can still be configured in this process.
+
+    In TF2 behaviour ``MultiWorkerMirroredStrategy`` configures them in eager mode, which
+    TensorFlow allows only before its runtime starts (a late call raises "Collective ops
+    must be configured at program startup"); in graph mode the session configures them.
+    """
+    eager = context.context()
+    # pylint: disable=protected-access
+    return not (tf.compat.v1.executing_eagerly_outside_functions() and eager._initialized
+                and eager._collective_leader is None)
+
+
+_SESSION_FILE = os.path.join("training", "monitored_session.py")
+
+
+def in_monitored_session(ident):
+    """Whether thread ``ident`` is inside TensorFlow's monitored session code right now."""
+    frame = sys._current_frames().get(ident)  # pylint: disable=protected-access
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_SESSION_FILE):
+            return True
+        frame = frame.f_back
+    return False

@@ -1,0 +1,38 @@
+"""A params dict per mode for a plain Estimator (mend ``params_by_mode``).
+
+``tf.estimator.Estimator`` has one ``params`` for every mode, so TPUEstimator's separate
+``train_batch_size`` / ``eval_batch_size`` / ``predict_batch_size`` have no place in it.
+Estimator reads ``params`` in ``_call_input_fn`` and ``_call_model_fn``; these are wrapped
+on the instance, as bound methods, so that Estimator's deep copies (a cluster's workers
+train copies) wrap the copy (Estimator refuses subclasses that override its members).
+"""
+import contextlib
+import types
+
+
+def apply(estimator, by_mode):
+    """Makes ``estimator`` hand its input_fn and model_fn ``by_mode[mode]`` as ``params``."""
+    # pylint: disable=protected-access
+    estimator._params_by_mode = by_mode
+    estimator._call_input_fn = types.MethodType(_call_input_fn_by_mode, estimator)
+    estimator._call_model_fn = types.MethodType(_call_model_fn_by_mode, estimator)
+
+
+@contextlib.contextmanager
+def _params_of(estimator, mode):
+    # pylint: disable=protected-access
+    kept, estimator._params = estimator._params, estimator._params_by_mode[mode]
+    try:
+        yield
+    finally:
+        estimator._params = kept
+
+
+def _call_input_fn_by_mode(self, input_fn, mode, input_context=None):
+    with _params_of(self, mode):
+        return type(self)._call_input_fn(self, input_fn, mode, input_context)
+
+
+def _call_model_fn_by_mode(self, features, labels, mode, config):
+    with _params_of(self, mode):
+        return type(self)._call_model_fn(self, features, labels, mode, config)

@@ -1,0 +1,313 @@
+"""The mends, one entry each: what TF 2.15 gets wrong, the test that shows it, what the mend
+changes, where it applies, and how to turn it off.
+
+A mend is installed explicitly and once: ``install_for(strategy)`` (called by
+``make_run_config``) installs the process-wide ones a strategy needs; ``apply(name,
+target)`` applies a per-strategy or per-Estimator one to its object (the strategy builders,
+``TPURunConfig``); ``require(name, asked)`` records one whose module is the Estimator class
+itself (``LoopEstimator``). Before either, the installed TensorFlow and tensorflow-estimator
+versions are checked against those the mend was checked on: a mismatch is refused there,
+in one line, not discovered mid-run. ``installed()`` lists what this process installed.
+
+Turn mends off with ``ESTIMATOR_DIST_MENDS_OFF=name,name`` (or ``all``) in the
+environment: a mend turned off is neither installed nor applied, and TensorFlow's own
+behaviour applies. Imports no TensorFlow until a mend is installed.
+"""
+import dataclasses
+import importlib
+import os
+
+from estimator_dist.errors import UsageError
+
+OFF_VARIABLE = "ESTIMATOR_DIST_MENDS_OFF"
+SCOPES = ("process", "strategy", "estimator")
+# (distribution, the release the mends were read and tested on).
+CHECKED_ON = (("tensorflow", "2.15"), ("tensorflow-estimator", "2.15"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Mend:
+    """One change to TensorFlow or Estimator behaviour.
+
+    Attributes:
+      name: the name ``ESTIMATOR_DIST_MENDS_OFF`` and ``installed()`` use.
+      module: where it lives; ``install()`` (process scope) or ``apply(target, ...)``.
+      defect: what TF 2.15 does without it, in one sentence.
+      test: the test that shows TF's own behaviour (``path::name``).
+      changes: what the mend replaces or adds.
+      scope: "process" (module attributes of TensorFlow replaced for every caller),
+        "strategy" (one strategy object's class) or "estimator" (one Estimator or config).
+      strategies: the strategy names it applies to.
+    """
+
+    name: str
+    module: str
+    defect: str
+    test: str
+    changes: str
+    scope: str
+    strategies: tuple
+
+    @property
+    def turn_off(self):
+        return f"{OFF_VARIABLE}={self.name}"
+
+
+MENDS = {mend.name: mend for mend in (
+    Mend(
+        name="early_stopping",
+        module="estimator_dist.mends.early_stopping",
+        defect="make_early_stopping_hook takes its multi-worker branch under any strategy: "
+               "under 'mirrored' its default run_every_secs raises, and its stop op is a "
+               "PerReplica value a Session.run cannot fetch",
+        test="tests/estimator_dist/mends/test_early_stopping.py::"
+             "test_tf_refuses_the_default_check_interval_under_mirrored",
+        changes="tf.estimator.experimental.make_early_stopping_hook (and the v1 and "
+                "tensorflow_estimator names) and _MultiWorkerEarlyStoppingHook.begin",
+        scope="process",
+        strategies=("default", "mirrored", "multi_worker", "parameter_server"),
+    ),
+    Mend(
+        name="cluster_train",
+        module="estimator_dist.mends.cluster_train",
+        defect="with TF_CONFIG set, Estimator.train refuses to run: 'Only "
+               "`STANDALONE_CLIENT` mode is supported when you call `estimator.train`'",
+        test="tests/estimator_dist/test_end_to_end.py::"
+             "test_multi_worker_estimator_train_alone_refused",
+        changes="estimator_training.estimator_train: INDEPENDENT_WORKER mode trains through "
+                "the distribute coordinator, as train_and_evaluate does",
+        scope="process",
+        strategies=("multi_worker", "parameter_server"),
+    ),
+    Mend(
+        name="sparse_gradients",
+        module="estimator_dist.mends.sparse_gradients",
+        defect="MultiWorkerMirroredStrategy's all-gather of sparse gradients (embedding, "
+               "linear and crossed columns) fails with 'Shape mismatch in the collective "
+               "instance'",
+        test="tests/estimator_dist/test_end_to_end.py::"
+             "test_plain_multi_worker_strategy_fails_on_sparse_gradients",
+        changes="the strategy's extended _reduce_to / _batch_reduce_to: IndexedSlices "
+                "reduced as dense tensors",
+        scope="strategy",
+        strategies=("multi_worker",),
+    ),
+    Mend(
+        name="batch_norm_statistics",
+        module="estimator_dist.mends.batch_norm_statistics",
+        defect="under MultiWorkerMirroredStrategy the chief's checkpoint save reads ON_READ "
+               "MEAN variables (batch norm's moving statistics) in a collective the other "
+               "workers never join: the save waits until the collective timeout",
+        test="tests/estimator_dist/test_end_to_end.py::"
+             "test_multi_worker_per_replica_variable_save_stalls_until_watchdog",
+        changes="the strategy's scope(): ON_READ MEAN variables are created ON_WRITE "
+                "(mirrored, averaged as they are updated)",
+        scope="strategy",
+        strategies=("multi_worker",),
+    ),
+    Mend(
+        name="divergence_check",
+        module="estimator_dist.mends.divergence_check",
+        defect="replicas whose copies of a variable are updated apart (a per-replica "
+               "assign) drift silently; the checkpoint keeps the first replica's",
+        test="tests/estimator_dist/hooks/test_divergence.py::"
+             "test_unmended_mirrored_per_replica_assigning_optimizer_trains_on_silently",
+        changes="the strategy's extended call_for_each_replica: a DivergenceHook appended "
+                "to every Estimator training spec",
+        scope="strategy",
+        strategies=("mirrored", "multi_worker"),
+    ),
+    Mend(
+        name="steps_per_run",
+        module="estimator_dist.mends.steps_per_run",
+        defect="Estimator runs one step per Session.run off TPU: its multi-step loop "
+               "(experimental_run_steps_on_iterator) serves TPU strategies only",
+        test="tests/estimator_dist/mends/test_steps_per_run.py::"
+             "test_steps_per_run_trains_like_one_step_per_run",
+        changes="LoopEstimator overrides Estimator's private train path (4 methods) and "
+                "passes its override check; only for steps_per_run > 1",
+        scope="estimator",
+        strategies=("default", "mirrored", "multi_worker"),
+    ),
+    Mend(
+        name="tpu_estimator_guard",
+        module="estimator_dist.mends.tpu_estimator_guard",
+        defect="a plain tf.estimator.Estimator given a TPU RunConfig trains on the host CPU "
+               "without a word",
+        test="tests/estimator_dist/mends/test_registry.py::"
+             "test_tpu_guard_off_plain_estimator_takes_a_tpu_config",
+        changes="TPURunConfig.train_distribute looks at its reader's frame and refuses a "
+                "plain Estimator",
+        scope="estimator",
+        strategies=("tpu",),
+    ),
+    Mend(
+        name="tpu_estimator_kept",
+        module="estimator_dist.mends.tpu_estimator_kept",
+        defect="a TPUEstimator(...) constructor given a RunConfig of another strategy stops "
+               "with '`config` must be provided with type `tpu_config.RunConfig`'",
+        test="tests/estimator_dist/mends/test_tpu_estimator_kept.py::"
+             "test_tpu_estimator_plain_run_config_refused_by_tensorflow",
+        changes="TPUEstimator.__new__: given a make_run_config config of a tf.distribute "
+                "strategy, it returns the Estimator make_estimator builds",
+        scope="process",
+        strategies=("default", "mirrored", "multi_worker", "parameter_server"),
+    ),
+    Mend(
+        name="custom_gradient_leak",
+        module="estimator_dist.mends.custom_gradient_leak",
+        defect="graph-mode tf.custom_gradient registers each use's gradient function in "
+               "TensorFlow's process-wide registry, which keeps every graph alive: memory "
+               "grows with every Estimator train/evaluate call",
+        test="tests/estimator_dist/mends/test_custom_gradient_leak.py::"
+             "test_tf_custom_gradient_keeps_a_graph_per_estimator_call",
+        changes="custom_gradient's graph-mode decorator: the gradient function kept on its "
+                "graph, a weakly referring stand-in in the registry, removed with the graph",
+        scope="process",
+        strategies=("default", "mirrored", "multi_worker", "parameter_server", "tpu"),
+    ),
+    Mend(
+        name="params_by_mode",
+        module="estimator_dist.mends.params_by_mode",
+        defect="tf.estimator.Estimator has one params dict for every mode: TPUEstimator's "
+               "separate eval_batch_size and predict_batch_size have no place in it",
+        test="tests/estimator_dist/mends/test_tpu_estimator_kept.py::"
+             "test_make_estimator_batch_sizes_kept_in_deep_copies",
+        changes="the Estimator's _call_input_fn and _call_model_fn, on the instance: params "
+                "with each mode's per-replica batch_size",
+        scope="estimator",
+        strategies=("default", "mirrored", "multi_worker", "parameter_server"),
+    ),
+    Mend(
+        name="collective_watchdog",
+        module="estimator_dist.mends.collective_watchdog",
+        defect="a collective launched with a timeout holds a thread for the whole timeout: "
+               "two multi-worker workers grow about 1,000 threads a second and abort",
+        test="tests/estimator_dist/hooks/test_watchdog.py::"
+             "test_plain_collective_with_timeout_holds_threads",
+        changes="the multi_worker collectives get no timeout; the strategy's extended "
+                "call_for_each_replica appends a StallWatchdogHook that ends a stalled task "
+                "after collective_timeout seconds, naming the peer",
+        scope="strategy",
+        strategies=("multi_worker",),
+    ),
+    Mend(
+        name="input_end",
+        module="estimator_dist.mends.input_end",
+        defect="under MultiWorkerMirroredStrategy the worker whose finite input ends first "
+               "stops, and the others wait in a collective for it forever",
+        test="tests/estimator_dist/mends/test_input_end.py::"
+             "test_plain_multi_worker_uneven_shards_never_end",
+        changes="the strategy's make_input_fn_iterator: elements flagged and the flags "
+                "summed across workers each step, so every worker stops after the same step",
+        scope="strategy",
+        strategies=("multi_worker",),
+    ),
+    Mend(
+        name="bfloat16_all_reduce",
+        module="estimator_dist.mends.bfloat16_all_reduce",
+        defect="CommunicationOptions has no wire dtype: float32 gradients cross the network "
+               "in float32 (applied only when all_reduce_dtype='bfloat16' asks for it)",
+        test="tests/estimator_dist/distribute/test_strategies.py::"
+             "test_all_reduce_dtype_bfloat16_sums_in_bfloat16_and_returns_float32",
+        changes="the strategy's extended _batch_reduce_to: float32 values cast to bfloat16 "
+                "for the all-reduce and back",
+        scope="strategy",
+        strategies=("multi_worker",),
+    ),
+)}
+
+NAMES = tuple(MENDS)
+_INSTALLED = {}  # name -> scope, in the order installed in this process.
+
+
+def turned_off(environ=None):
+    """The names ``ESTIMATOR_DIST_MENDS_OFF`` turns off (every one for ``all``).
+
+    Raises:
+      UsageError: a name that is no mend, listing the valid ones.
+    """
+    environ = os.environ if environ is None else environ
+    names = {n.strip() for n in environ.get(OFF_VARIABLE, "").split(",") if n.strip()}
+    if "all" in names:
+        return frozenset(NAMES)
+    unknown = sorted(names - set(NAMES))
+    if unknown:
+        raise UsageError(f"{OFF_VARIABLE} must list mends among all, {', '.join(NAMES)}. "
+                         f"Received: {OFF_VARIABLE}={environ[OFF_VARIABLE]!r}")
+    return frozenset(names)
+
+
+def _versions():
+    """The installed distributions' versions, as a run records them."""
+    from estimator_dist import run_record  # pylint: disable=import-outside-toplevel
+
+    return run_record.versions()
+
+
+def version_fault(mend):
+    """Why ``mend`` must not be installed with the versions present, or None."""
+    found = _versions()
+    for distribution, release in CHECKED_ON:
+        # TensorFlow's CPU wheel is the distribution tensorflow-cpu.
+        version = found.get(distribution) or found.get(f"{distribution}-cpu")
+        if version is not None and not (version == release or version.startswith(release + ".")):
+            return (f"{distribution} must be {release}.x for mend {mend.name!r} (it changes "
+                    f"TensorFlow's code as of {release}; turn it off with {mend.turn_off}). "
+                    f"Received: {distribution}={version}")
+    return None
+
+
+def _checked(name):
+    mend = MENDS[name]
+    fault = version_fault(mend)
+    if fault:
+        raise UsageError(fault)
+    return mend
+
+
+def install_for(strategy):
+    """Installs the process-wide mends ``strategy`` needs (idempotent).
+
+    Raises:
+      UsageError: a mend checked on other TensorFlow versions (turn it off to run).
+    """
+    off = turned_off()
+    for mend in MENDS.values():
+        if mend.scope == "process" and strategy in mend.strategies and mend.name not in off:
+            _checked(mend.name)
+            importlib.import_module(mend.module).install()
+            _INSTALLED.setdefault(mend.name, mend.scope)
+
+
+def apply(name, target, **options):
+    """Applies per-strategy or per-Estimator mend ``name`` to ``target``.
+
+    Returns:
+      True when applied, False when ``ESTIMATOR_DIST_MENDS_OFF`` turns it off.
+    """
+    if name in turned_off():
+        return False
+    _checked(name)
+    importlib.import_module(MENDS[name].module).apply(target, **options)
+    _INSTALLED.setdefault(name, MENDS[name].scope)
+    return True
+
+
+def require(name, asked):
+    """Records that an Estimator uses mend ``name`` (one whose module is the Estimator class
+    itself, as ``LoopEstimator``); ``asked`` says what asked for it.
+
+    Raises:
+      UsageError: the mend is turned off, or checked on other TensorFlow versions.
+    """
+    if name in turned_off():
+        raise UsageError(f"{asked} needs mend {name!r}, which {OFF_VARIABLE} turns off: drop "
+                         f"it from {OFF_VARIABLE} or ask for less. Received: {asked}")
+    _checked(name)
+    _INSTALLED.setdefault(name, MENDS[name].scope)
+
+
+def installed():
+    """The mends this process installed or applied so far, in that order."""
+    return tuple(_INSTALLED)

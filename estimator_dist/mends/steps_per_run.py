@@ -1,0 +1,215 @@
+"""Several training steps per ``Session.run``: the off-TPU ``iterations_per_loop``.
+
+``LoopEstimator`` is a ``tf.estimator.Estimator`` whose train graph runs the model_fn
+``steps_per_run`` times inside one ``tf.while_loop``, each iteration on the next batch of
+the input and applying the optimizer, as TPUEstimator does with ``iterations_per_loop``.
+Hooks, the progress line and checkpoints see one ``Session.run`` per loop; the global
+step still advances by one per step.
+
+TF 2.15 already has the pieces, used by Estimator only for TPU strategies (read in
+``tensorflow_estimator/python/estimator/estimator.py``):
+``strategy.extended.experimental_run_steps_on_iterator`` (implemented by
+``OneDeviceStrategy`` and ``MirroredStrategy``, hence ``MultiWorkerMirroredStrategy``)
+builds the loop; its trip count is the steps-per-run variable of
+``get_or_create_steps_per_run_variable``, which a hook sets before each run. Without a
+strategy the loop runs under ``OneDeviceStrategy`` on the first device.
+
+Loop boundaries: each run takes at most ``steps_per_run`` steps and stops at
+``max_steps`` (never past it) and at every multiple of ``save_checkpoints_steps``, so
+checkpoints land on the requested steps. Summaries the model_fn writes in TRAIN are
+those of a loop's last step. Training hooks the model_fn returns must not fetch tensors
+of the step (they live inside the loop); the loss they see is the last step's.
+"""
+import tensorflow as tf
+from tensorflow.python.training import basic_session_run_hooks
+from tensorflow_estimator.python.estimator import estimator as estimator_lib
+from tensorflow_estimator.python.estimator import util as estimator_util
+
+from estimator_dist import mends
+from estimator_dist.errors import check_positive_int
+
+v1 = tf.compat.v1
+ModeKeys = tf.estimator.ModeKeys
+
+_SUMMARIES = "summaries"
+_LOSS = "loss"
+
+
+def steps_per_run_of(config, steps_per_run=None):
+    """``steps_per_run`` when given, else the one ``config`` carries (else 1); checked."""
+    if steps_per_run is None:
+        steps_per_run = getattr(config, "steps_per_run", 1)
+    return check_positive_int("steps_per_run", steps_per_run)
+
+
+def _loop_device():
+    gpus = tf.config.list_logical_devices("GPU")
+    return "/gpu:0" if gpus else "/cpu:0"
+
+
+def _next_boundary(step, last_step, checkpoint_steps, first_step):
+    """The first step after ``step`` where a loop must end (None: no limit).
+
+    Checkpoints are saved every ``checkpoint_steps`` counted from ``first_step``, the
+    step the session started at (as ``CheckpointSaverHook`` counts them).
+    """
+    bounds = []
+    if last_step is not None:
+        bounds.append(last_step)
+    if checkpoint_steps:
+        bounds.append(first_step + ((step - first_step) // checkpoint_steps + 1) *
+                      checkpoint_steps)
+    return min(bounds) if bounds else None
+
+
+class StepsPerRunHook(tf.estimator.SessionRunHook):
+    """Sets each run's number of steps; stops at ``last_step`` like ``StopAtStepHook``.
+
+    A run takes ``steps_per_run`` steps, fewer when ``last_step`` or the next checkpoint
+    step (every ``checkpoint_steps`` from the session's first step) comes first.
+    """
+
+    def __init__(self, steps_per_run, *, num_steps=None, last_step=None,
+                 checkpoint_steps=None):
+        self._steps_per_run = steps_per_run
+        self._num_steps = num_steps
+        self._last_step = last_step
+        self._checkpoint_steps = checkpoint_steps
+        self._first_step = None
+
+    def begin(self):
+        self._global_step = v1.train.get_global_step()
+        self._variable = basic_session_run_hooks.get_or_create_steps_per_run_variable()
+
+    def _load(self, session, step):
+        boundary = _next_boundary(step, self._last_step, self._checkpoint_steps,
+                                  self._first_step)
+        steps = self._steps_per_run if boundary is None else min(boundary - step,
+                                                                 self._steps_per_run)
+        self._variable.load(steps, session=session)
+
+    def after_create_session(self, session, coord):
+        step = self._first_step = session.run(self._global_step)
+        if self._num_steps is not None:
+            self._last_step = step + self._num_steps
+        self._load(session, step)
+
+    def after_run(self, run_context, run_values):
+        step = run_context.session.run(self._global_step)
+        if self._last_step is not None and step >= self._last_step:
+            run_context.request_stop()
+        else:
+            self._load(run_context.session, step)
+
+
+def _take_new_summaries(known):
+    """Removes the summaries added since the collection held ``known`` and merges them."""
+    collection = v1.get_collection_ref(v1.GraphKeys.SUMMARIES)
+    new = collection[known:]
+    del collection[known:]
+    return v1.summary.merge(new) if new else None
+
+
+_TRAIN_PATH = ("_convert_train_steps_to_hooks", "_train_model",
+               "_actual_train_model_distributed", "_assert_members_are_not_overridden")
+
+
+class _WithoutTrainPath:
+    """Stands for a LoopEstimator in Estimator's override check, minus the train path."""
+
+    def __init__(self, estimator):
+        members = {k: v for k, v in vars(type(estimator)).items() if k not in _TRAIN_PATH}
+        self.__class__ = type("LoopEstimatorRest", (tf.estimator.Estimator,), members)
+
+
+class LoopEstimator(tf.estimator.Estimator):
+    """A ``tf.estimator.Estimator`` that trains ``steps_per_run`` steps per Session.run.
+
+    Evaluation, prediction and export are those of ``tf.estimator.Estimator``. With
+    ``steps_per_run=1`` training is too. The train input_fn must return a
+    ``tf.data.Dataset`` (a strategy feeds the loop from it).
+    """
+
+    def __init__(self, model_fn, model_dir=None, config=None, params=None,
+                 warm_start_from=None, *, steps_per_run=1):
+        check_positive_int("steps_per_run", steps_per_run)
+        if steps_per_run > 1:
+            mends.require("steps_per_run", f"steps_per_run={steps_per_run}")
+        super().__init__(model_fn, model_dir=model_dir, config=config, params=params,
+                         warm_start_from=warm_start_from)
+        self._steps_per_run = steps_per_run
+
+    def _assert_members_are_not_overridden(self):
+        # Estimator refuses subclasses that override its members, TPUEstimator excepted by
+        # name; this one overrides the train path only, like TPUEstimator.
+        estimator_lib._assert_members_are_not_overridden(
+            tf.estimator.Estimator, _WithoutTrainPath(self))
+
+    @property
+    def steps_per_run(self):
+        return self._steps_per_run
+
+    def _convert_train_steps_to_hooks(self, steps, max_steps):
+        if self._steps_per_run == 1:
+            return super()._convert_train_steps_to_hooks(steps, max_steps)
+        return [StepsPerRunHook(self._steps_per_run, num_steps=steps, last_step=max_steps,
+                                checkpoint_steps=self._config.save_checkpoints_steps)]
+
+    def _train_model(self, input_fn, hooks, saving_listeners):
+        if self._steps_per_run == 1 or self._train_distribution is not None:
+            return super()._train_model(input_fn, hooks, saving_listeners)
+        strategy = tf.distribute.OneDeviceStrategy(_loop_device())
+        return self._actual_train_model_distributed(strategy, input_fn, hooks,
+                                                    saving_listeners)
+
+    def _actual_train_model_distributed(self, strategy, input_fn, hooks, saving_listeners):
+        if self._steps_per_run == 1:
+            return super()._actual_train_model_distributed(strategy, input_fn, hooks,
+                                                           saving_listeners)
+        worker_hooks = []
+        with tf.Graph().as_default() as graph:
+            steps_variable = basic_session_run_hooks.get_or_create_steps_per_run_variable()
+            # pylint: disable=protected-access
+            with strategy.scope(), strategy._scale_loss_for_estimator_enabled():
+                v1.random.set_random_seed(self._config.tf_random_seed)
+                iterator, input_hooks = self._get_iterator_from_input_fn(
+                    input_fn, ModeKeys.TRAIN, strategy)
+                worker_hooks.extend(input_hooks)
+                global_step = self._create_and_assert_global_step(graph)
+                v1.add_to_collection(estimator_lib.training_util.GLOBAL_STEP_READ_KEY,
+                                     strategy.extended.read_var(global_step))
+                spec = self._loop_spec(strategy, iterator, steps_variable)
+                return self._train_with_estimator_spec(spec, worker_hooks, hooks,
+                                                       global_step, saving_listeners)
+
+    def _loop_spec(self, strategy, iterator, steps_variable):
+        """The EstimatorSpec of one run: ``steps_variable`` steps in a while loop."""
+        empty_summary = v1.Summary().SerializeToString()
+        outputs = {_LOSS: tf.constant(1e7), _SUMMARIES: tf.constant(empty_summary)}
+
+        def step_fn(ctx, inputs):
+            features, labels = estimator_util.parse_iterator_result(inputs)
+            known = len(v1.get_collection(v1.GraphKeys.SUMMARIES))
+            spec = strategy.extended.call_for_each_replica(
+                self._call_model_fn, args=(features, labels, ModeKeys.TRAIN, self.config))
+            ctx.set_last_step_output(
+                _LOSS, spec.loss,
+                reduce_op=estimator_lib._get_loss_reduce_op_for_reporting())
+            summaries = _take_new_summaries(known)
+            ctx.set_last_step_output(
+                _SUMMARIES, tf.constant(empty_summary) if summaries is None else summaries,
+                reduce_op=None)
+            ctx.set_non_tensor_output(name="estimator_spec", output=spec)
+            return strategy.group(spec.train_op)
+
+        ctx = strategy.extended.experimental_run_steps_on_iterator(
+            step_fn, iterator, iterations=steps_variable, initial_loop_values=outputs)
+        grouped = ctx.non_tensor_outputs["estimator_spec"]
+        v1.add_to_collection(v1.GraphKeys.SUMMARIES, ctx.last_step_outputs[_SUMMARIES])
+        first = strategy.experimental_local_results
+        return tf.estimator.EstimatorSpec(
+            mode=grouped.mode, loss=ctx.last_step_outputs[_LOSS],
+            train_op=strategy.group(ctx.run_op),
+            training_hooks=[first(hook)[0] for hook in grouped.training_hooks],
+            training_chief_hooks=[first(hook)[0] for hook in grouped.training_chief_hooks],
+            scaffold=estimator_lib._combine_distributed_scaffold(grouped.scaffold, strategy))

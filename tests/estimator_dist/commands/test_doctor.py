@@ -1,0 +1,66 @@
+"""``python -m estimator_dist.doctor``: the facts for a bug report, in text or JSON; exit 0."""
+import json
+import re
+
+import pytest
+
+from estimator_dist import mends
+from estimator_dist.commands import doctor
+
+_CPUINFO = """processor\t: 0
+model name\t: Some CPU @ 2.0GHz
+flags\t\t: fpu sse2 avx2 avx512f avx512_bf16
+"""
+
+
+@pytest.mark.timeout(300)
+def test_doctor_fresh_process_names_a_broken_tf_config(python_run):
+    result = python_run(["-m", "estimator_dist.doctor"], timeout=240,
+                        env={"TF_CONFIG": '{"cluster": '})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "fault        TF_CONFIG must be valid JSON. Received: " in result.stdout
+    assert re.search(r"^tensorflow(-cpu)? +2\.15\.\d+$", result.stdout, re.M)
+    assert re.search(r"^tensorflow-estimator +2\.15\.\d+$", result.stdout, re.M)
+    for line in ("## devices", "## cpu features", "avx512_bf16", "## launcher isolation"):
+        assert line in result.stdout
+    assert all(f"\n{name} " in result.stdout for name in mends.MENDS)
+
+
+@pytest.mark.timeout(300)
+def test_doctor_json_parses_with_the_resolved_tf_config(python_run):
+    result = python_run(["-m", "estimator_dist.doctor", "--json"], timeout=240,
+                        env={"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2",
+                             mends.OFF_VARIABLE: "early_stopping"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    facts = json.loads(result.stdout)
+    assert facts["cluster"] == {"source": "SM_HOSTS", "fault": None, "tf_config": {
+        "cluster": {"worker": ["algo-1:2222", "algo-2:2222"]},
+        "task": {"type": "worker", "index": 1}}}
+    assert facts["mends"]["early_stopping"]["state"] == f"off ({mends.OFF_VARIABLE})"
+    assert facts["mends"]["cluster_train"]["state"] == "active"
+    assert set(facts) == {"versions", "devices", "cpu", "cluster", "mends", "isolation"}
+    assert facts["devices"]["mirrored_replicas"]
+
+
+def test_cpu_features_reads_the_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(_CPUINFO)
+    features = doctor.cpu_features(str(cpuinfo))
+    assert features["model"] == "Some CPU @ 2.0GHz"
+    assert (features["avx512_bf16"], features["amx_bf16"]) == (True, False)
+
+
+def test_cpu_features_unreadable_is_unknown(tmp_path):
+    features = doctor.cpu_features(str(tmp_path / "missing"))
+    assert features["amx_bf16"] is None
+
+
+def test_cluster_state_without_a_source_is_none():
+    assert doctor.cluster_state({}) == {"source": None, "tf_config": None, "fault": None}
+
+
+def test_mend_states_version_mismatch_shows_the_refusal(monkeypatch):
+    monkeypatch.setattr(mends.registry, "_versions",
+                        lambda: {"tensorflow-cpu": "2.16.1", "tensorflow-estimator": "2.15.0"})
+    state = doctor.mend_states()["cluster_train"]["state"]
+    assert state.startswith("refused: tensorflow must be 2.15.x for mend 'cluster_train'")

@@ -1,0 +1,209 @@
+"""The rendezvous: a cluster that cannot form fails within a bound, naming the task."""
+import io
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import estimator_dist
+from estimator_dist.commands import launch
+from estimator_dist.distribute import cluster, rendezvous
+from tests.conftest import REPO_ROOT, run_python
+
+_TRAIN = ["-m", "estimator_dist.train", "--strategy", "multi_worker", "--no-export"]
+
+
+def _config(addresses, index=0):
+    return cluster.TFConfig({"worker": list(addresses)}, "worker", index)
+
+
+def _tf_config_env(addresses, index=0):
+    return {"TF_CONFIG": _config(addresses, index).to_json()}
+
+
+def test_preflight_duplicate_address_names_both_tasks():
+    with pytest.raises(ValueError, match=r"worker 0 and worker 1 both have 127\.0\.0\.1:2000"):
+        rendezvous.preflight(_config(["127.0.0.1:2000", "localhost:2000"]))
+
+
+def test_preflight_unresolvable_host_named():
+    with pytest.raises(ValueError, match=r"worker 1 must have a resolvable host\. "
+                                         r"Received: no-such-host\.invalid:2001"):
+        rendezvous.preflight(_config(["127.0.0.1:2000", "no-such-host.invalid:2001"]))
+
+
+def test_preflight_bad_port_named():
+    with pytest.raises(ValueError, match=r"worker 1 must end in a port .*Received: port 'http'"):
+        rendezvous.preflight(_config(["127.0.0.1:2000", "127.0.0.1:http"]))
+
+
+def test_wait_for_peers_own_port_taken_refused():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = _config([f"127.0.0.1:{port}", f"127.0.0.1:{launch.free_ports(1)[0]}"])
+        with pytest.raises(ValueError, match=rf"TF_CONFIG must give this task a port free "
+                                             rf"on this host.*127\.0\.0\.1:{port}"):
+            rendezvous.wait_for_peers(config, timeout=5)
+
+
+def test_wait_for_peers_returns_once_peer_answers():
+    with socket.socket() as peer:
+        peer.bind(("127.0.0.1", 0))
+        peer.listen()
+        config = _config([f"127.0.0.1:{launch.free_ports(1)[0]}",
+                          f"127.0.0.1:{peer.getsockname()[1]}"])
+        start = time.monotonic()
+        rendezvous.wait_for_peers(config, timeout=30)
+    assert time.monotonic() - start < 10
+
+
+def test_form_cluster_again_in_a_process_that_joined_skips_the_wait(monkeypatch):
+    """A second config or Estimator in a worker process: its own server holds the port
+    now, and TensorFlow reuses it, so the rendezvous does not run again."""
+    with socket.socket() as peer:
+        peer.bind(("127.0.0.1", 0))
+        peer.listen()
+        config = _config([f"127.0.0.1:{launch.free_ports(1)[0]}",
+                          f"127.0.0.1:{peer.getsockname()[1]}"])
+        monkeypatch.setattr(rendezvous, "_JOINED", set())
+        assert rendezvous.form_cluster(lambda: "first", 30, tf_config=config,
+                                       stream=io.StringIO()) == "first"
+    # The peer is gone: a rendezvous would now wait for it and fail.
+    assert rendezvous.form_cluster(lambda: "second", 1, tf_config=config) == "second"
+
+
+def test_wait_for_peers_missing_peer_fails_in_time_with_progress(monkeypatch):
+    monkeypatch.setattr(rendezvous, "PROGRESS_SECONDS", 1)
+    own, missing = launch.free_ports(2)
+    stream = io.StringIO()
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=rf"could not reach worker 1 at 127\.0\.0\.1:{missing} "
+                                         r"within the rendezvous timeout of 3 s"):
+        rendezvous.wait_for_peers(_config([f"127.0.0.1:{own}", f"127.0.0.1:{missing}"]),
+                                  timeout=3, stream=stream)
+    assert time.monotonic() - start < 8
+    assert f"rendezvous: waiting for worker 1 at 127.0.0.1:{missing}, " in stream.getvalue()
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+def test_train_cli_missing_worker_exits_within_timeout_naming_it(model_dir):
+    own, missing = launch.free_ports(2)
+    env = _tf_config_env([f"127.0.0.1:{own}", f"127.0.0.1:{missing}"])
+    start = time.monotonic()
+    result = run_python([*_TRAIN, "--model-dir", model_dir, "--rendezvous-timeout", "15"],
+                        env=env, timeout=180)
+    elapsed = time.monotonic() - start
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.search(rf"error: rendezvous: could not reach worker 1 at 127\.0\.0\.1:{missing} "
+                     r"within the rendezvous timeout of 15 s", last)
+    assert "rendezvous: waiting for worker 1" in result.stderr
+    assert elapsed < 15 + 60  # The bound, plus importing TensorFlow on a loaded machine.
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+@pytest.mark.parametrize("addresses, message", [
+    (["127.0.0.1:{0}", "127.0.0.1:{0}"], r"worker 0 and worker 1 both have 127\.0\.0\.1:\d+"),
+    (["127.0.0.1:{0}", "no-such-host.invalid:{0}"], r"worker 1 must have a resolvable host"),
+])
+def test_train_cli_unformable_cluster_one_line_at_once(model_dir, addresses, message):
+    port = launch.free_ports(1)[0]
+    env = _tf_config_env([a.format(port) for a in addresses])
+    result = run_python([*_TRAIN, "--model-dir", model_dir, "--rendezvous-timeout", "600"],
+                        env=env, timeout=120)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert re.search(message, result.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+def test_train_cli_sigterm_ends_waiting_worker(model_dir):
+    own, missing = launch.free_ports(2)
+    env = dict(os.environ, **_tf_config_env([f"127.0.0.1:{own}", f"127.0.0.1:{missing}"]))
+    process = subprocess.Popen(
+        [sys.executable, *_TRAIN, "--model-dir", model_dir, "--rendezvous-timeout", "600"],
+        env=env, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        line = ""
+        while "rendezvous: waiting" not in line and time.monotonic() < deadline:
+            line = process.stderr.readline()
+        assert "rendezvous: waiting for worker 1" in line
+        process.send_signal(signal.SIGTERM)
+        start = time.monotonic()
+        code = process.wait(timeout=30)
+        stopped = time.monotonic() - start
+        rest = process.stderr.read()
+    finally:
+        process.kill()
+        process.wait()
+    assert code == 128 + signal.SIGTERM
+    assert stopped < 15  # Within a Kubernetes grace period, with room for a loaded machine.
+    assert "rendezvous: stopped by SIGTERM while waiting for worker 1" in rest
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+def test_make_run_config_rendezvous_timeout_in_legacy_graph_mode(tmp_path):
+    """Under disable_v2_behavior the strategy starts no server itself; the probe still bounds
+    the wait."""
+    own, missing = launch.free_ports(2)
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "tf.compat.v1.disable_v2_behavior()\n"
+        "import estimator_dist\n"
+        "estimator_dist.make_run_config('multi_worker', rendezvous_timeout=5)\n")
+    result = run_python([str(script)], timeout=120,
+                        env=_tf_config_env([f"127.0.0.1:{own}", f"127.0.0.1:{missing}"]))
+    assert result.returncode != 0
+    assert f"could not reach worker 1 at 127.0.0.1:{missing}" in result.stderr
+
+
+def test_make_run_config_rendezvous_timeout_outside_cluster_strategies_rejected():
+    with pytest.raises(ValueError, match=r"rendezvous_timeout applies to strategy "
+                                         r"'multi_worker' or 'parameter_server' only"):
+        estimator_dist.make_run_config("mirrored", rendezvous_timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+def test_train_cli_parameter_server_missing_ps_exits_naming_it(model_dir):
+    chief, ps = launch.free_ports(2)
+    env = {"TF_CONFIG": cluster.TFConfig(
+        {"chief": [f"127.0.0.1:{chief}"], "ps": [f"127.0.0.1:{ps}"]}, "chief", 0).to_json()}
+    result = run_python(["-m", "estimator_dist.train", "--strategy", "parameter_server",
+                         "--no-export", "--model-dir", model_dir, "--rendezvous-timeout", "5"],
+                        env=env, timeout=180)
+    assert result.returncode == 2, result.stderr
+    assert f"could not reach ps 0 at 127.0.0.1:{ps}" in result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+def test_train_cli_peer_port_held_by_other_program_exits_within_bound(model_dir):
+    """A peer address that answers TCP but is not TensorFlow passes the probe; the join
+    then blocks inside the runtime, and the watchdog ends the task."""
+    own = launch.free_ports(1)[0]
+    with socket.socket() as impostor:
+        impostor.bind(("127.0.0.1", 0))
+        impostor.listen()
+        env = _tf_config_env([f"127.0.0.1:{own}", f"127.0.0.1:{impostor.getsockname()[1]}"])
+        start = time.monotonic()
+        result = run_python([*_TRAIN, "--model-dir", model_dir, "--rendezvous-timeout", "5"],
+                            env=env, timeout=240)
+        elapsed = time.monotonic() - start
+    assert result.returncode == 1
+    assert ("joining TensorFlow's cluster (this task exits with code 1 if it has not formed "
+            f"in {rendezvous.MIN_JOIN_SECONDS} s)") in result.stderr
+    assert elapsed < rendezvous.MIN_JOIN_SECONDS + 90  # The bound, plus importing TF.

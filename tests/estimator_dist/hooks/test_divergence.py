@@ -1,0 +1,106 @@
+"""Training stops with one line when replicas or workers stop holding the same weights.
+
+Each case trains ``divergence_job``'s model_fn in its own process under a time limit:
+mirrored-2 in TF2 and TF1 behaviour, and two local workers.
+"""
+import sys
+
+import pytest
+
+from estimator_dist.hooks import divergence
+
+pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
+
+_ERROR = ("estimator_dist.hooks.divergence.ReplicaDivergenceError: variable {name!r} must hold the "
+          "same value on every one of the {place}, but its copies differ by ")
+
+
+def _mirrored(python_run, model_dir, behaviour, update):
+    return python_run(["-m", "tests.estimator_dist.divergence_job", model_dir, behaviour,
+                       "mirrored", update, "120"], timeout=180)
+
+
+@pytest.mark.parametrize("behaviour", ["tf2", "tf1"])
+def test_mirrored_per_replica_assigning_optimizer_stops_with_one_line(python_run, model_dir,
+                                                                      behaviour):
+    result = _mirrored(python_run, model_dir, behaviour, "assigning")
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(_ERROR.format(name="kernel", place="replicas")), last
+    assert "at step 1: something updates each copy on its own" in last
+    assert "FINISHED" not in result.stdout
+
+
+def test_unmended_mirrored_per_replica_assigning_optimizer_trains_on_silently(python_run,
+                                                                           model_dir):
+    """TensorFlow's own behaviour (mend ``divergence_check`` turned off): the copies drift
+    apart and training ends without a word."""
+    result = python_run(["-m", "tests.estimator_dist.divergence_job", model_dir, "tf2",
+                         "mirrored", "assigning", "20"], timeout=180,
+                        env={"ESTIMATOR_DIST_MENDS_OFF": "divergence_check"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "FINISHED" in result.stdout
+
+
+def test_mirrored_assign_in_model_fn_names_the_variable(python_run, model_dir):
+    result = _mirrored(python_run, model_dir, "tf2", "model_fn_assign")
+    assert result.returncode != 0
+    assert _ERROR.format(name="last_batch_mean", place="replicas") in result.stderr
+
+
+@pytest.mark.parametrize("update", ["standard", "aggregated"])
+@pytest.mark.parametrize("behaviour", ["tf2", "tf1"])
+def test_mirrored_aggregated_updates_not_flagged(python_run, model_dir, behaviour, update):
+    """A v1 optimizer's minimize, and the documented fix of the assigning optimizer."""
+    result = _mirrored(python_run, model_dir, behaviour, update)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "FINISHED" in result.stdout
+    assert "ReplicaDivergenceError" not in result.stderr
+
+
+def _two_workers(python_run, model_dir, update):
+    return python_run(["-m", "estimator_dist.launch", "--workers", "2", "--timeout", "150",
+                       "--", sys.executable, "-m", "tests.estimator_dist.divergence_job",
+                       model_dir, "tf2", "multi_worker", update, "120"], timeout=200)
+
+
+def test_multi_worker_per_replica_assigning_optimizer_stops_every_worker(python_run,
+                                                                         model_dir):
+    result = _two_workers(python_run, model_dir, "assigning")
+    assert result.returncode != 0
+    for worker in (0, 1):
+        assert (f"[worker {worker}] " + _ERROR.format(name="kernel", place="workers")
+                in result.stdout), result.stdout[-3000:]
+
+
+def test_multi_worker_standard_optimizer_not_flagged(python_run, model_dir):
+    result = _two_workers(python_run, model_dir, "standard")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert result.stdout.count("FINISHED") == 2
+    assert "ReplicaDivergenceError" not in result.stdout
+
+
+def _hook_across_workers(checks):
+    hook = divergence.DivergenceHook(strategy=None)
+    hook._check = (["dense/kernel"], None, None, "workers")
+    hook._run_check = checks.append
+    return hook
+
+
+def test_end_after_step_that_never_returned_runs_no_worker_check():
+    """The session ended by the end of input (the last step raised OutOfRangeError): a
+    collective now would fail, so the end check does not run."""
+    checks = []
+    hook = _hook_across_workers(checks)
+    hook.before_run(None)
+    hook.end("session")
+    assert checks == []
+
+
+def test_end_after_completed_steps_runs_worker_check():
+    checks = []
+    hook = _hook_across_workers(checks)
+    hook.before_run(None)
+    hook._in_step, hook._steps = False, 7  # after_run of step 7, without its check.
+    hook.end("session")
+    assert checks == ["session"]

@@ -1,0 +1,133 @@
+"""The mends' registry: every entry complete, installation explicit, checked and listed."""
+import importlib
+import pathlib
+
+import pytest
+import tensorflow as tf
+
+import estimator_dist
+from estimator_dist import mends
+from estimator_dist.distribute import strategies, strategy_table
+from estimator_dist.errors import UsageError
+from estimator_dist.mends import registry
+
+_ROOT = pathlib.Path(__file__).resolve().parents[3]
+# What reaches into TensorFlow's private code, as it is written.
+_PRIVATE_MARKS = ("tensorflow.python", "tensorflow_estimator.python", "_getframe",
+                  "protected-access")
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_mend_entry_names_an_existing_test(name):
+    path, test = registry.MENDS[name].test.split("::")
+    assert f"def {test}(" in (_ROOT / path).read_text(), registry.MENDS[name].test
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_mend_entry_scope_and_strategies_are_known(name):
+    mend = registry.MENDS[name]
+    assert mend.scope in registry.SCOPES
+    assert set(mend.strategies) <= set(strategy_table.NAMES)
+    assert mend.defect and mend.changes and mend.turn_off.endswith(name)
+
+
+@pytest.mark.parametrize("name", [n for n in registry.NAMES if n != "steps_per_run"])
+def test_mend_module_has_its_entry_point(name):
+    """``steps_per_run`` is the ``LoopEstimator`` class itself (``registry.require``)."""
+    mend = registry.MENDS[name]
+    module = importlib.import_module(mend.module)
+    assert callable(getattr(module, "install" if mend.scope == "process" else "apply"))
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_mend_lives_in_the_mends_folder(name):
+    assert registry.MENDS[name].module.startswith("estimator_dist.mends.")
+
+
+def test_private_tensorflow_is_reached_only_by_the_mends():
+    outside = []
+    for folder in ("estimator_dist", "model_fns", "input_fns"):
+        for path in sorted((_ROOT / folder).rglob("*.py")):
+            if path.relative_to(_ROOT).parts[:2] == ("estimator_dist", "mends"):
+                continue
+            text = path.read_text()
+            outside += [f"{path.relative_to(_ROOT)}: {mark}" for mark in _PRIVATE_MARKS
+                        if mark in text]
+    assert not outside
+
+
+def test_installed_lists_what_make_run_config_installed():
+    estimator_dist.make_run_config("mirrored", num_replicas=2)
+    assert {"early_stopping", "divergence_check"} <= set(mends.installed())
+
+
+def test_install_for_is_idempotent():
+    mends.install_for("default")
+    hook_maker = tf.estimator.experimental.make_early_stopping_hook
+    mends.install_for("default")
+    assert tf.estimator.experimental.make_early_stopping_hook is hook_maker
+
+
+def test_version_mismatch_refused_at_install(monkeypatch):
+    monkeypatch.setattr(registry, "_versions",
+                        lambda: {"tensorflow-cpu": "2.16.1", "tensorflow-estimator": "2.15.0"})
+    with pytest.raises(UsageError, match=r"^tensorflow must be 2\.15\.x for mend "
+                                         r"'early_stopping' .*ESTIMATOR_DIST_MENDS_OFF="
+                                         r"early_stopping\)\. Received: tensorflow=2\.16\.1$"):
+        estimator_dist.make_run_config("default")
+
+
+def test_turned_off_unknown_name_lists_the_mends(monkeypatch):
+    monkeypatch.setenv(mends.OFF_VARIABLE, "early_stoping")
+    with pytest.raises(UsageError, match=r"^ESTIMATOR_DIST_MENDS_OFF must list mends among "
+                                         r"all, early_stopping, .*Received: "):
+        mends.turned_off()
+
+
+def test_turned_off_all_names_every_mend(monkeypatch):
+    monkeypatch.setenv(mends.OFF_VARIABLE, "all")
+    assert mends.turned_off() == frozenset(registry.NAMES)
+
+
+def test_turned_off_strategy_mend_leaves_the_strategy_as_tensorflow_builds_it(monkeypatch):
+    monkeypatch.setenv(mends.OFF_VARIABLE, "divergence_check")
+    strategy = strategies.build("mirrored", 2).train_distribute
+    assert not hasattr(strategy.extended, "_make_divergence_hook")
+    monkeypatch.delenv(mends.OFF_VARIABLE)
+    strategy = strategies.build("mirrored", 2).train_distribute
+    assert hasattr(strategy.extended, "_make_divergence_hook")
+
+
+def test_turned_off_steps_per_run_refuses_a_loop(monkeypatch, model_dir):
+    monkeypatch.setenv(mends.OFF_VARIABLE, "steps_per_run")
+    config = estimator_dist.make_run_config(model_dir=model_dir)
+    with pytest.raises(UsageError, match=r"^steps_per_run=4 needs mend 'steps_per_run', which "
+                                         r"ESTIMATOR_DIST_MENDS_OFF turns off"):
+        estimator_dist.make_estimator(lambda features, labels, mode: None, config,
+                                      steps_per_run=4)
+
+
+def test_tpu_guard_off_plain_estimator_takes_a_tpu_config(monkeypatch, model_dir):
+    """TensorFlow's own behaviour: a plain Estimator accepts a TPU RunConfig (and would
+    train on the host CPU)."""
+    monkeypatch.setenv(mends.OFF_VARIABLE, "tpu_estimator_guard")
+    config = estimator_dist.make_run_config("tpu", use_tpu=False, model_dir=model_dir)
+    estimator = tf.estimator.DNNClassifier([8], [tf.feature_column.numeric_column("x")],
+                                           config=config)
+    assert estimator.config.train_distribute is None
+
+
+def test_docs_list_every_mend():
+    text = (_ROOT / "docs" / "mends.md").read_text()
+    assert all(f"| `{name}` |" in text for name in registry.NAMES)
+
+
+def test_mend_strategies_agree_with_the_strategy_table():
+    kinds = strategy_table.STRATEGIES
+    assert registry.MENDS["cluster_train"].strategies == strategy_table.CLUSTER_NAMES
+    assert registry.MENDS["steps_per_run"].strategies == tuple(
+        name for name, kind in kinds.items() if kind.loops)
+    assert registry.MENDS["tpu_estimator_guard"].strategies == tuple(
+        name for name, kind in kinds.items() if kind.tpu)
+    assert registry.MENDS["early_stopping"].strategies == tuple(
+        name for name, kind in kinds.items() if not kind.tpu)

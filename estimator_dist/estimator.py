@@ -29,6 +29,9 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, warm_start
     ``steps_per_run`` (default: the config's, see ``make_run_config``; else 1) trains that
     many steps per ``Session.run`` off TPU (``steps_per_run.LoopEstimator``); on TPU the
     config's ``iterations_per_loop`` does that.
+
+    A "tpu" config with ``mixed_precision="bfloat16"`` builds ``model_fn`` under
+    ``tf.compat.v1.tpu.bfloat16_scope()`` (see ``estimator_dist.precision``).
     """
     if not isinstance(config, TPURunConfig):
         if batch_size is not None:
@@ -43,6 +46,8 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, warm_start
                                       warm_start_from=warm_start_from)
     if batch_size is None:
         raise UsageError("batch_size must be given for a TPUEstimator. Received: batch_size=None")
+    if getattr(config, "mixed_precision", None) == "bfloat16":
+        model_fn = _bfloat16_scope_model_fn(model_fn)
     return tf.compat.v1.estimator.tpu.TPUEstimator(
         model_fn, config=config, params=params, use_tpu=config.use_tpu,
         train_batch_size=batch_size, eval_batch_size=batch_size,
@@ -57,17 +62,42 @@ def _with_per_replica_batch(params, batch_size, strategy):
     return PerReplicaBatchParams(params or {}, batch_size=batch_size // replicas)
 
 
+def _with_accepted_args(model_fn):
+    """``model_fn`` as a function of all five model_fn arguments, passing on those it takes."""
+    accepted = inspect.signature(model_fn).parameters
+
+    def call(**given):
+        return model_fn(**{name: given[name] for name in _MODEL_FN_ARGS if name in accepted})
+
+    return call
+
+
 def _estimator_spec_model_fn(model_fn):
     """Wraps ``model_fn`` so a ``TPUEstimatorSpec`` it returns becomes an ``EstimatorSpec``."""
-    accepted = inspect.signature(model_fn).parameters
+    call = _with_accepted_args(model_fn)
 
     @functools.wraps(model_fn)
     def wrapped(features, labels, mode, params, config):
-        given = dict(features=features, labels=labels, mode=mode, params=params, config=config)
-        spec = model_fn(**{name: given[name] for name in _MODEL_FN_ARGS if name in accepted})
+        spec = call(features=features, labels=labels, mode=mode, params=params, config=config)
         if isinstance(spec, tf.compat.v1.estimator.tpu.TPUEstimatorSpec):
             return spec.as_estimator_spec()
         return spec
+
+    del wrapped.__wrapped__  # Estimator reads the wrapper's own arguments.
+    return wrapped
+
+
+def _bfloat16_scope_model_fn(model_fn):
+    """Wraps ``model_fn`` to build under ``tf.compat.v1.tpu.bfloat16_scope()``, the TPU way
+    to mixed bfloat16: variables asked for in bfloat16 are stored float32 and read as
+    bfloat16."""
+    call = _with_accepted_args(model_fn)
+
+    @functools.wraps(model_fn)
+    def wrapped(features, labels, mode, params, config):
+        with tf.compat.v1.tpu.bfloat16_scope():
+            return call(features=features, labels=labels, mode=mode, params=params,
+                        config=config)
 
     del wrapped.__wrapped__  # Estimator reads the wrapper's own arguments.
     return wrapped

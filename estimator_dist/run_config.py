@@ -5,7 +5,8 @@ import sys
 
 import tensorflow as tf
 
-from estimator_dist import cluster_train, early_stopping, strategies, strategy_table
+from estimator_dist import cluster_train, early_stopping, loss_scaling, precision, strategies
+from estimator_dist import strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 
 DEFAULT_ITERATIONS_PER_LOOP = 100
@@ -135,9 +136,21 @@ def with_steps_per_run(config, steps_per_run):
     return config
 
 
+def with_mixed_precision(config, mixed_precision):
+    """Returns ``config`` computing in ``mixed_precision`` (see ``estimator_dist.precision``),
+    recorded as ``config.mixed_precision``; None leaves it in float32."""
+    config.mixed_precision = mixed_precision
+    if mixed_precision is not None:
+        precision.with_rewrite(config.session_config, mixed_precision)
+    if mixed_precision == "float16":
+        loss_scaling.install()
+    return config
+
+
 def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tpu=None,
                     use_tpu=True, collective_timeout=None, rendezvous_timeout=None,
-                    steps_per_run=None, tf_config=None, **run_config_kwargs):
+                    steps_per_run=None, tf_config=None, mixed_precision=None,
+                    **run_config_kwargs):
     """Returns a ``tf.estimator.RunConfig`` that runs an Estimator under ``strategy``.
 
     Hand the result to a plain ``tf.estimator.Estimator(model_fn, config=...)``.
@@ -165,6 +178,10 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
       steps_per_run: training steps per ``Session.run`` (default 1), carried by the
         config as ``config.steps_per_run`` for ``estimator_dist.make_estimator``; for
         "tpu" it sets ``iterations_per_loop``.
+      mixed_precision: None (float32), "bfloat16" (CPUs with bfloat16 units, and TPUs) or
+        "float16" (GPUs, with dynamic loss scaling of the model_fn's v1 optimizers), for
+        an unchanged model_fn; variables and checkpoints stay float32. Carried as
+        ``config.mixed_precision``; see docs/precision.md.
       tf_config: this task's cluster for "multi_worker" and "parameter_server", parsed
         already (a ``TFConfig``, as ``estimator_dist.resolve_cluster`` returns it);
         default: parsed here from ``TF_CONFIG`` or another cluster source. TensorFlow
@@ -174,7 +191,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
 
     Raises:
       UsageError (a ValueError): an unknown strategy, a bad ``num_replicas``, a bad
-        ``TF_CONFIG`` under "multi_worker" or "parameter_server", or no TPU under "tpu".
+        ``TF_CONFIG`` under "multi_worker" or "parameter_server", no TPU under "tpu", or
+        a ``mixed_precision`` this machine has no units for.
       RuntimeError: "mirrored" on CPU after the TF runtime started with fewer devices.
     """
     for key in ("train_distribute", "eval_distribute"):
@@ -183,6 +201,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
                 f"{key} is set by make_run_config from strategy={strategy!r}; pass the "
                 f"strategy name instead. Received: {key}={run_config_kwargs[key]!r}")
     kind = strategy_table.kind_of(strategy)
+    precision.check_mixed_precision(mixed_precision)
+    precision.check_device(mixed_precision, tpu=kind.tpu and use_tpu)
     if not kind.tpu and (tpu is not None or use_tpu is not True):
         raise UsageError(
             f"tpu and use_tpu apply to strategy 'tpu' only. Received: strategy={strategy!r}")
@@ -194,8 +214,9 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     if kind.tpu:
         if steps_per_run is not None:
             run_config_kwargs["iterations_per_loop"] = steps_per_run
-        return _tpu_run_config(num_replicas=num_replicas, model_dir=model_dir, tpu=tpu,
-                               use_tpu=use_tpu, **run_config_kwargs)
+        return with_mixed_precision(
+            _tpu_run_config(num_replicas=num_replicas, model_dir=model_dir, tpu=tpu,
+                            use_tpu=use_tpu, **run_config_kwargs), mixed_precision)
     options = {} if collective_timeout is None else {"collective_timeout": collective_timeout}
     if rendezvous_timeout is not None:
         options["rendezvous_timeout"] = check_positive_int("rendezvous_timeout",
@@ -208,4 +229,4 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     run_config = tf.estimator.RunConfig(
         model_dir=model_dir, train_distribute=setup.train_distribute,
         eval_distribute=setup.eval_distribute, session_config=config, **run_config_kwargs)
-    return with_steps_per_run(run_config, steps_per_run)
+    return with_mixed_precision(with_steps_per_run(run_config, steps_per_run), mixed_precision)

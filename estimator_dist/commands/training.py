@@ -14,7 +14,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from estimator_dist import export, models, run_record, strategy_table
+from estimator_dist import export, models, precision, run_record, strategy_table
 from estimator_dist import plan as plan_lib
 from estimator_dist.commands import checkpoints, events, hooks
 from estimator_dist.commands.config import RunSettings
@@ -120,6 +120,7 @@ def _strategy_plan(settings, task):
     if settings.rendezvous_timeout:
         kwargs["rendezvous_timeout"] = settings.rendezvous_timeout
     kwargs["steps_per_run"] = _steps_per_run(settings)
+    kwargs["mixed_precision"] = settings.mixed_precision
     return plan_lib.resolve(settings.strategy, task, num_replicas=settings.num_replicas,
                             model_dir=settings.model_dir, **kwargs)
 
@@ -281,7 +282,8 @@ def _announce(stream, settings, strategy):
     verb = f"Resuming {settings.model} at step {start}" if start else f"Training {settings.model}"
     batch = strategy.describe_batch(settings.batch_size)
     print(f"{verb} to step {settings.max_steps}: {batch} (strategy {settings.strategy}), "
-          f"model dir {settings.model_dir}", file=stream, flush=True)
+          f"{precision.describe(settings.mixed_precision)}, model dir {settings.model_dir}",
+          file=stream, flush=True)
 
 
 def _eval_stops(start, max_steps, every):

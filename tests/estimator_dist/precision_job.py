@@ -1,13 +1,16 @@
-"""A legacy-style program trained in float32 and in mixed bfloat16; run as a module.
+"""A model_fn trained in float32 or in mixed bfloat16; run as a module.
 
     python -m tests.estimator_dist.precision_job MODEL_DIR STRATEGY PRECISION [tf1]
+        [model={layers,dense,lstm}]
 
-PRECISION is "float32" or "bfloat16". The program is written the way Estimator code is:
-``tf.compat.v1.layers`` and ``tf.compat.v1.losses`` in a model_fn, an input_fn that
-ignores ``input_context`` (so each replica takes a whole batch), ``estimator.train``
-on every route. Only its config line names the precision. Prints, on the chief, ``LOSS``
-(the eval loss of the checkpoint's weights, computed in numpy: a float32 reader) and
-``DTYPES`` (of the checkpoint's variables) and ``OPS`` (``OpDtypesHook``'s counts).
+PRECISION is "float32" or "bfloat16". "layers" (the default) is written the way Estimator
+code is: ``tf.compat.v1.layers`` and ``tf.compat.v1.losses`` in a model_fn, an input_fn
+that ignores ``input_context`` (so each replica takes a whole batch), ``estimator.train``
+on every route; "dense" and "lstm" are the package's model_fns on the same data. Only the
+config line names the precision. Prints, on the chief, ``OPS`` (``OpDtypesHook``'s
+counts), ``DTYPES`` (of the checkpoint's variables) and ``LOSS`` (the eval loss of the
+checkpoint read by a plain float32 Estimator). Under TF2 behaviour a seeded run does not
+repeat exactly; ``tf1`` makes the float32 and bfloat16 runs start alike.
 """
 import json
 import os
@@ -23,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 import estimator_dist
+from model_fns import dense_classifier_model_fn, lstm_model_fn
 
 STEPS = 150
 BATCH = 64
@@ -79,46 +83,50 @@ def model_fn(features, labels, mode, params):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-def input_fn(seed, repeat):
+# model -> (model_fn, params, one example's x shape): the legacy program above and the
+# package's model_fns, on the same data (the LSTM reads the 64 features as 16 steps of 4).
+MODELS = {
+    "layers": (model_fn, {"hidden_units": [128, 128], "learning_rate": 0.003}, [64]),
+    "dense": (dense_classifier_model_fn, {"hidden_units": [128, 128], "num_classes": 4,
+                                          "learning_rate": 0.003}, [64]),
+    "lstm": (lstm_model_fn, {"num_units": 32, "num_classes": 4, "learning_rate": 0.01},
+             [16, 4]),
+}
+
+
+def input_fn(seed, shape, repeat):
     x, y = data(seed)
-    dataset = tf.data.Dataset.from_tensor_slices(({"x": x}, y))
+    dataset = tf.data.Dataset.from_tensor_slices(({"x": x.reshape([-1, *shape])}, y))
     if repeat:
         dataset = dataset.shuffle(4096, seed=seed).repeat()
     return dataset.batch(BATCH, drop_remainder=True)
 
 
-def checkpoint_loss(model_dir, x, y):
-    """The model's mean cross-entropy on (x, y), from its checkpoint's weights in numpy."""
-    layers = sorted({name.rsplit("/", 1)[0] for name, _ in tf.train.list_variables(model_dir)
-                     if name.startswith("dense") and name.endswith("/kernel")},
-                    key=lambda layer: int(layer.partition("_")[2] or 0))
-    net = x
-    for i, layer in enumerate(layers):
-        net = net @ tf.train.load_variable(model_dir, layer + "/kernel") + tf.train.load_variable(
-            model_dir, layer + "/bias")
-        net = np.maximum(net, 0) if i < len(layers) - 1 else net
-    net = net - net.max(axis=1, keepdims=True)
-    log_probs = net - np.log(np.exp(net).sum(axis=1, keepdims=True))
-    return -log_probs[np.arange(len(y)), y].mean()
+def float32_eval_loss(model, model_dir):
+    """The eval loss of the checkpoint, read by a plain float32 Estimator on one device."""
+    os.environ.pop("TF_CONFIG", None)  # Training is over: evaluate in this process alone.
+    model_fn_, params, shape = MODELS[model]
+    estimator = tf.estimator.Estimator(model_fn_, model_dir=model_dir, params=params)
+    return estimator.evaluate(lambda: input_fn(5, shape, repeat=False))["loss"]
 
 
 def main(model_dir, strategy, precision, options):
+    model = next((o.split("=", 1)[1] for o in options if o.startswith("model=")), "layers")
+    model_fn_, params, shape = MODELS[model]
     mixed = None if precision == "float32" else precision
     replicas = {"num_replicas": 2} if strategy == "mirrored" else {}
     config = estimator_dist.make_run_config(strategy, model_dir=model_dir, tf_random_seed=1,
                                             mixed_precision=mixed, **replicas)
-    estimator = tf.estimator.Estimator(model_fn, config=config, params={
-        "hidden_units": [128, 128], "learning_rate": 0.003})
+    estimator = tf.estimator.Estimator(model_fn_, config=config, params=params)
     ops = OpDtypesHook()
-    estimator.train(lambda: input_fn(0, repeat=True), max_steps=STEPS, hooks=[ops])
-    if not config.is_chief:
+    estimator.train(lambda: input_fn(0, shape, repeat=True), max_steps=STEPS, hooks=[ops])
+    if not config.is_chief or config.task_id:  # Every worker counts as chief under MWMS.
         return
     print("OPS", json.dumps(ops.counts), flush=True)
-    loss = checkpoint_loss(model_dir, *data(5))
     dtypes = sorted({str(tf.train.load_variable(model_dir, name).dtype)
                      for name, _ in tf.train.list_variables(model_dir)})
-    print("LOSS", json.dumps(float(loss)), flush=True)
     print("DTYPES", json.dumps(dtypes), flush=True)
+    print("LOSS", json.dumps(float(float32_eval_loss(model, model_dir))), flush=True)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,8 @@ def test_bfloat16_rewrite_keeps_variables_and_reductions_float32_under_mirrored(
     estimator = tf.estimator.Estimator(precision_job.model_fn, config=config, params={
         "hidden_units": [16], "learning_rate": 0.01})
     ops = precision_job.OpDtypesHook()
-    estimator.train(lambda: precision_job.input_fn(0, repeat=True), max_steps=3, hooks=[ops])
+    estimator.train(lambda: precision_job.input_fn(0, [64], repeat=True), max_steps=3,
+                    hooks=[ops])
     dtypes = {op.split(":")[1] for op in ops.counts if "MatMul" in op}
     assert dtypes == {"bfloat16"}
     assert ops.counts["AddN:float32"] and ops.counts["ResourceApplyAdam:float32"]
@@ -209,15 +210,28 @@ def _job_output(stdout, key):
     return values[0]
 
 
-def _run_job(tmp_path, strategy, mixed, behaviour):
-    args = ["-m", "tests.estimator_dist.precision_job", str(tmp_path / f"{strategy}-{mixed}"),
-            strategy, mixed, behaviour]
+def _run_job(tmp_path, strategy, mixed, behaviour, model="layers"):
+    args = ["-m", "tests.estimator_dist.precision_job",
+            str(tmp_path / f"{model}-{strategy}-{mixed}"), strategy, mixed, behaviour,
+            f"model={model}"]
     if strategy == "multi_worker":
         args = ["-m", "estimator_dist.launch", "--workers", "2", "--timeout",
                 str(_CLUSTER_TIMEOUT), "--", "python", *args]
     done = run_python(args, timeout=_CLUSTER_TIMEOUT + 60)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return done.stdout
+
+
+def _check_bfloat16_against_float32(tmp_path, strategy, behaviour, model):
+    """The same eval loss after the same steps, read by a float32 Estimator from a float32
+    checkpoint; the matmuls ran in bfloat16 and nothing else did."""
+    full = _run_job(tmp_path, strategy, "float32", behaviour, model)
+    mixed = _run_job(tmp_path, strategy, "bfloat16", behaviour, model)
+    assert _close(_job_output(mixed, "LOSS"), _job_output(full, "LOSS"))
+    assert _job_output(mixed, "DTYPES") == ["float32", "int64"]
+    ops = _job_output(mixed, "OPS")
+    assert any(op.endswith("MatMul:bfloat16") for op in ops)
+    assert not any(op.endswith(":bfloat16") for op in ops if "MatMul" not in op)
 
 
 @pytest.mark.slow
@@ -227,32 +241,8 @@ def _run_job(tmp_path, strategy, mixed, behaviour):
 @pytest.mark.parametrize("behaviour", ["tf1", "tf2"])
 @pytest.mark.parametrize("strategy", ["default", "mirrored", "multi_worker"])
 def test_legacy_program_bfloat16_loss_within_tolerance(tmp_path, strategy, behaviour):
-    """A tf.layers model_fn, config line changed only: the same eval loss after the same
-    steps, a float32 checkpoint that a float32 reader (numpy) evaluates."""
-    full = _run_job(tmp_path, strategy, "float32", behaviour)
-    mixed = _run_job(tmp_path, strategy, "bfloat16", behaviour)
-    assert _close(_job_output(mixed, "LOSS"), _job_output(full, "LOSS"))
-    assert _job_output(mixed, "DTYPES") == ["float32", "int64"]
-    ops = _job_output(mixed, "OPS")
-    assert any(op.endswith("MatMul:bfloat16") for op in ops)
-    assert not any(op.endswith(":bfloat16") for op in ops if "MatMul" not in op)
-
-
-def _train_loss(tmp_path, model, strategy, mixed, steps):
-    model_dir = tmp_path / f"{model}-{strategy}-{mixed}"
-    args = ["-m", "estimator_dist.train", "--model", model, "--strategy", strategy,
-            "--mixed-precision", mixed, "--max-steps", str(steps), "--model-dir",
-            str(model_dir), "--no-export"]
-    if strategy == "multi_worker":
-        args = ["-m", "estimator_dist.launch", "--workers", "2", "--timeout",
-                str(_CLUSTER_TIMEOUT), "--", "python", *args, "--collective-timeout", "5"]
-    done = run_python(args, timeout=_CLUSTER_TIMEOUT + 60)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    first = next(line for line in done.stdout.splitlines() if "Training " in line)
-    assert ("float32" if mixed == "none" else f"mixed {mixed}") in first
-    loss = re.search(r"metrics .*\bloss ([0-9.]+)", done.stdout)
-    assert loss, done.stdout[-3000:]
-    return float(loss.group(1)), str(model_dir)
+    """A tf.layers model_fn, its config line changed only."""
+    _check_bfloat16_against_float32(tmp_path, strategy, behaviour, "layers")
 
 
 @pytest.mark.slow
@@ -261,21 +251,34 @@ def _train_loss(tmp_path, model, strategy, mixed, steps):
 @pytest.mark.skipif(not precision.bf16_cpu_features(), reason="no bfloat16 units on this CPU")
 @pytest.mark.parametrize("strategy", ["default", "mirrored", "multi_worker"])
 @pytest.mark.parametrize("model", ["dense", "lstm"])
-def test_builtin_model_bfloat16_loss_within_tolerance(tmp_path, model, strategy):
-    full, _ = _train_loss(tmp_path, model, strategy, "none", 100)
-    mixed, model_dir = _train_loss(tmp_path, model, strategy, "bfloat16", 100)
-    assert _close(mixed, full), (mixed, full)
+def test_builtin_model_fn_bfloat16_loss_within_tolerance(tmp_path, model, strategy):
+    """TF1 behaviour: there a seeded run repeats, so float32 and bfloat16 start alike (under
+    TF2 behaviour two float32 runs of the CLI's LSTM under mirrored ended 0.070 and 0.099)."""
+    _check_bfloat16_against_float32(tmp_path, strategy, "tf1", model)
+
+
+def _train_cli(model_dir, *flags):
+    done = run_python(["-m", "estimator_dist.train", "--model-dir", model_dir, "--no-export",
+                       *flags], timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done.stdout.splitlines()[0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not precision.bf16_cpu_features(), reason="no bfloat16 units on this CPU")
+@pytest.mark.parametrize("model", ["dense", "lstm"])
+def test_cli_bfloat16_run_resumes_in_float32_and_migrates(tmp_path, model):
+    """The first line names the precision; the model dir of a bfloat16 run resumes in
+    float32 and converts with migrate to a float32 Keras model."""
+    model_dir = str(tmp_path / "run")
+    first = _train_cli(model_dir, "--model", model, "--max-steps", "40",
+                       "--mixed-precision", "bfloat16")
+    assert first.endswith(f"(strategy default), mixed bfloat16, model dir {model_dir}")
     assert _checkpoint_dtypes(model_dir) == {"float32", "int64"}
-    if strategy == "default":
-        _check_float32_resume_and_migrate(tmp_path, model, model_dir)
-
-
-def _check_float32_resume_and_migrate(tmp_path, model, model_dir):
-    """A bfloat16 run's model dir resumes in float32 and converts with migrate."""
-    resumed = run_python(["-m", "estimator_dist.train", "--model-dir", model_dir, "--max-steps",
-                          "120", "--mixed-precision", "none", "--no-export"], timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"Resuming {model} at step 100 to step 120" in resumed.stdout
+    resumed = _train_cli(model_dir, "--max-steps", "60")
+    assert resumed.startswith(f"Resuming {model} at step 40 to step 60")
+    assert ", float32, model dir" in resumed
     output = str(tmp_path / "keras")
     migrated = run_python(["-m", "estimator_dist.migrate", "--model-dir", model_dir,
                            "--output", output], timeout=300)

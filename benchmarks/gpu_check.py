@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 
 import estimator_dist  # noqa: E402
 import lstm_candidates  # noqa: E402
-from estimator_dist import precision  # noqa: E402
+from estimator_dist import loss_scaling, precision  # noqa: E402
 from input_fns import from_arrays  # noqa: E402
 from model_fns import dense_classifier_model_fn  # noqa: E402
 
@@ -82,9 +82,8 @@ def _train(strategy, steps, mixed_precision=None, force_float16=False, **kwargs)
     config = estimator_dist.make_run_config(strategy, model_dir=model_dir, tf_random_seed=1,
                                             mixed_precision=mixed_precision, **kwargs)
     if force_float16:  # --cpu: float16's loss scaling, without the GPU rewrite.
-        config = estimator_dist.run_config.with_mixed_precision(config, None)
         config.mixed_precision = "float16"
-        estimator_dist.loss_scaling.install()
+        loss_scaling.install()
     x, y = _data()
     estimator = tf.estimator.Estimator(dense_classifier_model_fn, config=config, params=PARAMS)
     matmuls = _MatMulDtypes()

@@ -133,6 +133,13 @@ def test_bfloat16_rewrite_keeps_variables_and_reductions_float32_under_mirrored(
     assert _checkpoint_dtypes(model_dir) == {"float32", "int64"}
 
 
+def _float16_loss_scaling(config):
+    """What ``mixed_precision="float16"`` does to ``config`` but the GPU rewrite: the
+    loss-scale logic, on CPU."""
+    config.mixed_precision = "float16"
+    loss_scaling.install()
+
+
 def _scaled_sgd_model_fn(features, labels, mode):
     """loss = w * x: the gradient of w is x, applied by SGD with learning rate 1."""
     del labels  # The loss reads x only.
@@ -152,8 +159,7 @@ def test_float16_loss_scaling_skips_nonfinite_step_and_halves_scale(model_dir, s
     (x = 2 on every replica) is applied unscaled: w = 5 - 2 = 3."""
     config = estimator_dist.make_run_config(strategy, num_replicas=replicas,
                                             model_dir=model_dir)
-    config.mixed_precision = "float16"  # The loss-scale logic; the rewrite needs a GPU.
-    loss_scaling.install()
+    _float16_loss_scaling(config)
     per_step = replicas or 1  # Each replica takes a whole batch of one.
     x = np.array([np.inf] * per_step + [2.0] * 2 * per_step, np.float32)
     estimator = tf.estimator.Estimator(_scaled_sgd_model_fn, config=config)
@@ -185,8 +191,7 @@ def test_float16_gradient_underflows_unless_loss_scaled(model_dir, scaled):
     next runs at 2**14, as dynamic loss scaling is meant to.)"""
     config = estimator_dist.make_run_config(model_dir=model_dir)
     if scaled:
-        config.mixed_precision = "float16"  # The loss-scale logic; the rewrite needs a GPU.
-        loss_scaling.install()
+        _float16_loss_scaling(config)
     x = np.full([4], 3e-5, np.float32)
     tf.estimator.Estimator(_underflow_model_fn, config=config).train(
         lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, x)).batch(1), max_steps=1)

@@ -21,20 +21,25 @@ SGEMM_SIZE = 2048
 
 
 def sgemm_gflops(size=SGEMM_SIZE, repeats=5):
-    """GFLOP/s of a ``size``³ float32 matmul: the machine's practical compute ceiling.
+    """GFLOP/s of a ``size``³ float32 matmul: the machine's practical compute ceiling."""
+    return matmul_gflops(tf.float32, size, repeats)
 
-    Runs in a ``tf.function`` (works under v1 behaviour too, in a session); the best of
-    ``repeats``.
+
+def matmul_gflops(dtype, size=SGEMM_SIZE, repeats=5):
+    """GFLOP/s of a ``size``³ matmul in ``dtype`` (the best of ``repeats``).
+
+    Runs in a ``tf.function`` (works under v1 behaviour too, in a session).
     """
     a = np.random.RandomState(0).rand(size, size).astype(np.float32)
     if tf.executing_eagerly():
-        matmul = tf.function(lambda m: tf.reduce_sum(tf.matmul(m, m)))
-        run = lambda: matmul(tf.constant(a)).numpy()  # noqa: E731
+        matmul = tf.function(lambda m: tf.reduce_sum(tf.cast(tf.matmul(m, m), tf.float32)))
+        run = lambda: matmul(tf.cast(tf.constant(a), dtype)).numpy()  # noqa: E731
     else:
         graph = tf.Graph()
         with graph.as_default():
             matrix = tf.compat.v1.Variable(a)  # a variable: constants would be folded
-            product = tf.reduce_sum(tf.matmul(matrix, matrix))
+            operand = tf.cast(matrix, dtype)
+            product = tf.reduce_sum(tf.cast(tf.matmul(operand, operand), tf.float32))
             session = tf.compat.v1.Session(graph=graph)
             session.run(matrix.initializer)
         run = lambda: session.run(product)  # noqa: E731

@@ -1,8 +1,6 @@
 """Builds the Estimator for a RunConfig: ``tf.estimator.Estimator`` or ``TPUEstimator``."""
-import contextlib
 import functools
 import inspect
-import types
 
 import tensorflow as tf
 
@@ -37,6 +35,9 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch
     ``steps_per_run`` (default: the config's, see ``make_run_config``; else 1) trains that
     many steps per ``Session.run`` off TPU (``steps_per_run.LoopEstimator``); on TPU the
     config's ``iterations_per_loop`` does that.
+
+    A "tpu" config with ``mixed_precision="bfloat16"`` builds ``model_fn`` under
+    ``tf.compat.v1.tpu.bfloat16_scope()`` (see ``estimator_dist.precision``).
     """
     sizes = {_MODE.TRAIN: batch_size, _MODE.EVAL: eval_batch_size or batch_size,
              _MODE.PREDICT: predict_batch_size or batch_size}
@@ -61,6 +62,8 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch
         return estimator
     if batch_size is None:
         raise UsageError("batch_size must be given for a TPUEstimator. Received: batch_size=None")
+    if getattr(config, "mixed_precision", None) == "bfloat16":
+        model_fn = _bfloat16_scope_model_fn(model_fn)
     return tf.compat.v1.estimator.tpu.TPUEstimator(
         model_fn, config=config, params=params, use_tpu=config.use_tpu,
         train_batch_size=batch_size, eval_batch_size=sizes[_MODE.EVAL],
@@ -89,17 +92,42 @@ def _per_replica_params(params, sizes, config):
     return by_mode
 
 
+def _with_accepted_args(model_fn):
+    """``model_fn`` as a function of all five model_fn arguments, passing on those it takes."""
+    accepted = inspect.signature(model_fn).parameters
+
+    def call(**given):
+        return model_fn(**{name: given[name] for name in _MODEL_FN_ARGS if name in accepted})
+
+    return call
+
+
 def _estimator_spec_model_fn(model_fn):
     """Wraps ``model_fn`` so a ``TPUEstimatorSpec`` it returns becomes an ``EstimatorSpec``."""
-    accepted = inspect.signature(model_fn).parameters
+    call = _with_accepted_args(model_fn)
 
     @functools.wraps(model_fn)
     def wrapped(features, labels, mode, params, config):
-        given = dict(features=features, labels=labels, mode=mode, params=params, config=config)
-        spec = model_fn(**{name: given[name] for name in _MODEL_FN_ARGS if name in accepted})
+        spec = call(features=features, labels=labels, mode=mode, params=params, config=config)
         if isinstance(spec, tf.compat.v1.estimator.tpu.TPUEstimatorSpec):
             return spec.as_estimator_spec()
         return spec
+
+    del wrapped.__wrapped__  # Estimator reads the wrapper's own arguments.
+    return wrapped
+
+
+def _bfloat16_scope_model_fn(model_fn):
+    """Wraps ``model_fn`` to build under ``tf.compat.v1.tpu.bfloat16_scope()``, the TPU way
+    to mixed bfloat16: variables asked for in bfloat16 are stored float32 and read as
+    bfloat16."""
+    call = _with_accepted_args(model_fn)
+
+    @functools.wraps(model_fn)
+    def wrapped(features, labels, mode, params, config):
+        with tf.compat.v1.tpu.bfloat16_scope():
+            return call(features=features, labels=labels, mode=mode, params=params,
+                        config=config)
 
     del wrapped.__wrapped__  # Estimator reads the wrapper's own arguments.
     return wrapped

@@ -7,7 +7,7 @@ name with the nearest valid key.
 import dataclasses
 import math
 
-from estimator_dist import models
+from estimator_dist import models, precision
 from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import UsageError, check_positive_int, nearest_hint
 
@@ -60,6 +60,7 @@ class RunSettings:
     collective_timeout: int = None
     rendezvous_timeout: int = None  # None: rendezvous.DEFAULT_TIMEOUT_SECONDS.
     steps_per_run: int = None  # None: DEFAULT_STEPS_PER_RUN where it applies, else 1.
+    mixed_precision: str = None  # None: float32; "bfloat16" or "float16".
     export: bool = True
     export_dir: str = None  # None: MODEL_DIR/export.
     verbose: bool = False
@@ -67,6 +68,7 @@ class RunSettings:
     def __post_init__(self):
         models.model_of(self.model)
         _check_choice("strategy", self.strategy, strategy_table.NAMES)
+        precision.check_mixed_precision(self.mixed_precision)
         for name in _POSITIVE_INTS:
             check_positive_int(name, getattr(self, name), allow_none=True)
         for name in _OPTIONAL_STRS:

@@ -47,6 +47,10 @@ def check_settings(settings, engine):
     if settings.train_data:
         raise UsageError(f"train_data must be left out with engine {engine!r} (it trains on "
                          f"the built-in data). Received: train_data={settings.train_data!r}")
+    if settings.mixed_precision is not None:
+        raise UsageError(f"mixed_precision must be none with engine {engine!r} (the Estimator "
+                         f"engine computes in it). Received: "
+                         f"mixed_precision={settings.mixed_precision!r}")
     expressed = models.model_of(settings.model).tf2_params
     for name in settings.params:
         if name not in expressed:

@@ -11,13 +11,14 @@ import os
 import signal
 import sys
 
-from estimator_dist import config_files, models, run_record
+from estimator_dist import config_files, models, precision, run_record
 from estimator_dist.commands import cli, config as config_lib, engines, logs, stop_deadline
 from estimator_dist.distribute import cluster_sources, strategy_table
 from estimator_dist.errors import UsageError
 
 _PROG = "python -m estimator_dist.train"
 _NOT_SETTINGS = ("config", "print_config", "param", "engine")
+_PRECISION_CHOICES = "{none,bfloat16,float16}"  # As --strategy's choices are shown.
 
 
 def _param(text):
@@ -29,6 +30,15 @@ def _param(text):
         return key, json.loads(raw)
     except json.JSONDecodeError:
         return key, raw
+
+
+def _mixed_precision(text):
+    """``--mixed-precision`` value -> the setting: "none" is None (float32)."""
+    if text != "none" and text not in precision.MIXED_PRECISIONS:
+        raise argparse.ArgumentTypeError(f"must be one of none, "
+                                         f"{', '.join(precision.MIXED_PRECISIONS)}. "
+                                         f"Received: {text!r}")
+    return None if text == "none" else text
 
 
 def _each_model(field):
@@ -88,6 +98,10 @@ def _add_distribution_flags(parser, defaults):
                        help=f"training steps per Session.run, {_at_most('steps_per_run')} "
                             "(default: 20 under default, mirrored and multi_worker, else 1; "
                             "tpu: iterations per loop)")
+    group.add_argument("--mixed-precision", type=_mixed_precision, metavar=_PRECISION_CHOICES,
+                       help="compute in bfloat16 (CPUs with bfloat16 units, TPUs) or float16 "
+                            "(GPUs, dynamic loss scaling); variables and checkpoints stay "
+                            "float32 (default: none, float32; see docs/precision.md)")
 
 
 def _add_run_flags(parser, defaults):

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from estimator_dist import export, models, plan as plan_lib, run_record
+from estimator_dist import export, models, plan as plan_lib, precision, run_record
 from estimator_dist.commands import checkpoint_saver, checkpoints, events, hooks
 from estimator_dist.commands.config import RunSettings
 from estimator_dist.distribute import strategy_table
@@ -122,6 +122,7 @@ def _strategy_plan(settings, task):
     if settings.rendezvous_timeout:
         kwargs["rendezvous_timeout"] = settings.rendezvous_timeout
     kwargs["steps_per_run"] = _steps_per_run(settings)
+    kwargs["mixed_precision"] = settings.mixed_precision
     return plan_lib.resolve(settings.strategy, task, num_replicas=settings.num_replicas,
                             model_dir=settings.model_dir, **kwargs)
 
@@ -283,7 +284,8 @@ def _announce(stream, settings, strategy):
     verb = f"Resuming {settings.model} at step {start}" if start else f"Training {settings.model}"
     batch = strategy.describe_batch(settings.batch_size)
     print(f"{verb} to step {settings.max_steps}: {batch} (strategy {settings.strategy}), "
-          f"model dir {settings.model_dir}", file=stream, flush=True)
+          f"{precision.describe(settings.mixed_precision)}, model dir {settings.model_dir}",
+          file=stream, flush=True)
 
 
 def _eval_stops(start, max_steps, every):

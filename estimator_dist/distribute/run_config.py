@@ -4,7 +4,8 @@ import os
 
 import tensorflow as tf
 
-from estimator_dist import mends
+from estimator_dist import mends, precision
+from estimator_dist.mends import loss_scaling
 from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 
@@ -34,6 +35,8 @@ def _replace_kwargs(config, kwargs):
     if "session_config" in kwargs:
         devices = config.session_config.device_count.get("CPU", 1)
         kwargs["session_config"] = cpu_session_config(devices, kwargs["session_config"])
+        if getattr(config, "mixed_precision", None) is not None:
+            precision.with_rewrite(kwargs["session_config"], config.mixed_precision)
     if "model_dir" in kwargs:
         if kwargs["model_dir"] == "":
             raise UsageError("model_dir must be a non-empty path or None. Received: "
@@ -163,10 +166,22 @@ def with_steps_per_run(config, steps_per_run):
     return config
 
 
+def with_mixed_precision(config, mixed_precision):
+    """Returns ``config`` computing in ``mixed_precision`` (see ``estimator_dist.precision``),
+    recorded as ``config.mixed_precision``; None leaves it in float32."""
+    config.mixed_precision = mixed_precision
+    if mixed_precision is not None:
+        precision.with_rewrite(config.session_config, mixed_precision)
+    if mixed_precision == "float16":
+        mends.require("loss_scaling", "mixed_precision='float16'")
+        loss_scaling.install()
+    return config
+
+
 def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tpu=None,
                     use_tpu=True, collective_timeout=None, rendezvous_timeout=None,
                     steps_per_run=None, tf_config=None, all_reduce_bytes_per_pack=None,
-                    all_reduce_dtype=None, **run_config_kwargs):
+                    all_reduce_dtype=None, mixed_precision=None, **run_config_kwargs):
     """Returns a ``tf.estimator.RunConfig`` that runs an Estimator under ``strategy``.
 
     Hand the result to a plain ``tf.estimator.Estimator(model_fn, config=...)``.
@@ -200,6 +215,10 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
         TensorFlow's one collective for all gradients, after the whole backward pass).
       all_reduce_dtype: for "multi_worker", "bfloat16" all-reduces float32 gradients as
         bfloat16 (half the bytes; the update is float32); default "float32".
+      mixed_precision: None (float32), "bfloat16" (CPUs with bfloat16 units, and TPUs) or
+        "float16" (GPUs, with dynamic loss scaling of the model_fn's v1 optimizers), for
+        an unchanged model_fn; variables and checkpoints stay float32. Carried as
+        ``config.mixed_precision``; see docs/precision.md.
       tf_config: this task's cluster for "multi_worker" and "parameter_server", parsed
         already (a ``TFConfig``, as ``estimator_dist.resolve_cluster`` returns it);
         default: parsed here from ``TF_CONFIG`` or another cluster source. TensorFlow
@@ -209,7 +228,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
 
     Raises:
       UsageError (a ValueError): an unknown strategy, a bad ``num_replicas``, a bad
-        ``TF_CONFIG`` under "multi_worker" or "parameter_server", or no TPU under "tpu".
+        ``TF_CONFIG`` under "multi_worker" or "parameter_server", no TPU under "tpu", or
+        a ``mixed_precision`` this machine has no units for.
       RuntimeError: "mirrored" on CPU after the TF runtime started with fewer devices, or
         "multi_worker" after it started under TF2 behaviour.
     """
@@ -219,6 +239,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
                 f"{key} is set by make_run_config from strategy={strategy!r}; pass the "
                 f"strategy name instead. Received: {key}={run_config_kwargs[key]!r}")
     kind = strategy_table.kind_of(strategy)
+    precision.check_mixed_precision(mixed_precision)
+    precision.check_device(mixed_precision, tpu=kind.tpu and use_tpu)
     if not kind.tpu and (tpu is not None or use_tpu is not True):
         raise UsageError(
             f"tpu and use_tpu apply to strategy 'tpu' only. Received: strategy={strategy!r}")
@@ -231,8 +253,9 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     if kind.tpu:
         if steps_per_run is not None:
             run_config_kwargs["iterations_per_loop"] = steps_per_run
-        return _tpu_run_config(num_replicas=num_replicas, model_dir=model_dir, tpu=tpu,
-                               use_tpu=use_tpu, **run_config_kwargs)
+        return with_mixed_precision(
+            _tpu_run_config(num_replicas=num_replicas, model_dir=model_dir, tpu=tpu,
+                            use_tpu=use_tpu, **run_config_kwargs), mixed_precision)
     options = {} if collective_timeout is None else {"collective_timeout": collective_timeout}
     for name, value in (("all_reduce_bytes_per_pack", all_reduce_bytes_per_pack),
                         ("all_reduce_dtype", all_reduce_dtype)):
@@ -246,4 +269,4 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     run_config = StrategyRunConfig(
         model_dir=model_dir, train_distribute=setup.train_distribute,
         eval_distribute=setup.eval_distribute, session_config=config, **run_config_kwargs)
-    return with_steps_per_run(run_config, steps_per_run)
+    return with_mixed_precision(with_steps_per_run(run_config, steps_per_run), mixed_precision)

@@ -179,6 +179,19 @@ MENDS = {mend.name: mend for mend in (
         strategies=("default", "mirrored", "multi_worker", "parameter_server"),
     ),
     Mend(
+        name="loss_scaling",
+        module="estimator_dist.mends.loss_scaling",
+        defect="TF1's float16 graph rewrite needs the optimizer handed to it, which an "
+               "Estimator model_fn builds out of reach: small float16 gradients underflow "
+               "to zero unless the loss is scaled",
+        test="tests/estimator_dist/test_precision.py::"
+             "test_float16_gradient_underflows_unless_loss_scaled",
+        changes="Estimator._call_model_fn and the v1 Optimizer's compute_gradients / "
+                "apply_gradients: a dynamic loss scale while a float16 TRAIN model_fn runs",
+        scope="process",
+        strategies=(),  # Installed when mixed_precision="float16" asks for it.
+    ),
+    Mend(
         name="collective_watchdog",
         module="estimator_dist.mends.collective_watchdog",
         defect="a collective launched with a timeout holds a thread for the whole timeout: "

@@ -127,3 +127,23 @@ def test_exact_eval_benchmark_reports_the_ratio(python_run):
 def test_input_pipeline_benchmark_reports_each_input(python_run):
     out = _run(python_run, "input_pipeline.py", "--rounds", "1", "--batches", "3")
     assert re.search(r"^lstm_model_fn +[\d,]+ +1\.0$", out, re.M)
+
+
+def test_precision_benchmark_reports_each_model_and_both_ceilings(python_run):
+    out = _run(python_run, "precision.py", "--rounds", "1", "--steps", "3", "--tiny")
+    assert set(_ratios(out)) == {f"{model} {dtype}" for model in ("mlp", "dense", "lstm")
+                                 for dtype in ("float32", "bfloat16")}
+    assert re.search(r"matmul 2048\^3 float32: median \d+", out)
+    assert re.search(r"matmul 2048\^3 bfloat16: median \d+", out)
+
+
+def test_gpu_check_without_gpu_says_so_and_exits_0(python_run):
+    out = _run(python_run, "gpu_check.py")
+    assert "no GPU visible: nothing to check" in out
+
+
+def test_gpu_check_on_cpu_devices_passes_every_row(python_run):
+    out = _run(python_run, "gpu_check.py", "--cpu")
+    rows = re.findall(r"^(mirrored|LSTM kernel vs dynamic_rnn|mixed \w+(?: \(CPU\))?|cuDNN LSTM "
+                      r"path)\s+(ok|FAIL)\s", out, re.M)
+    assert len(rows) == 5 and all(result == "ok" for _, result in rows), out[-2000:]

@@ -103,6 +103,9 @@ CATALOGUE = [
      r"strategy 'tpu' found no TPU \(set TPU_NAME or pass tpu=NAME\); .*--tpu-validate"),
     ("tpu-validate-without-tpu", ["--tpu-validate"], {}, {},
      r"tpu_validate applies to strategy 'tpu' only\. Received: strategy='default'"),
+    ("mixed-precision-without-units", ["--mixed-precision", "float16"], {}, {},
+     r"mixed_precision 'float16' needs a GPU \(on CPUs and TPUs use 'bfloat16'\)\. "
+     r"Received: mixed_precision='float16' with no GPU visible"),
     ("tf-config-missing", ["--strategy", "multi_worker"], {"TF_CONFIG": None}, {},
      r"TF_CONFIG must be set for strategy 'multi_worker'"),
     ("bad-tf-config", ["--strategy", "multi_worker"], {"TF_CONFIG": "{bad"}, {},

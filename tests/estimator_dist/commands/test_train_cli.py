@@ -103,7 +103,7 @@ def test_train_reads_well_from_start_to_finish(model_dir, capsys):
     lines = out.splitlines()
     assert code == 0 and err == ""
     assert lines[0] == (f"Training dense to step 20: global batch 128 over 1 replica "
-                        f"(strategy default), model dir {model_dir}")
+                        f"(strategy default), float32, model dir {model_dir}")
     assert lines[1].startswith("step 2/20  loss ") and "examples/s" in lines[1]
     assert any(line.startswith("step 20/20  loss ") for line in lines)
     summary = {line[:10].strip(): line[11:] for line in lines[-5:]}

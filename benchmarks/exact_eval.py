@@ -44,7 +44,9 @@ def main(argv=None):
     eval_fn = from_arrays({"x": x}, y, batch_size=args.batch_size, shuffle=False,
                           num_epochs=1, drop_remainder=False)
     configs = {"one device": config,
-               "replicas": config.replace(eval_distribute=config.train_distribute)}
+               # TensorFlow's own replace: make_run_config's refuses a strategy key.
+               "replicas": tf.estimator.RunConfig.replace(
+                   config, eval_distribute=config.train_distribute)}
     seconds = {name: [] for name in configs}
     with tempfile.TemporaryDirectory() as model_dir:
         trained = tf.estimator.Estimator(dense_classifier_model_fn,

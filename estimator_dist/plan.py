@@ -86,7 +86,7 @@ def task_of(strategy):
     """
     if not strategy_table.kind_of(strategy).cluster:
         return None
-    return cluster_sources.task_from_env()
+    return cluster_sources.task_from_env(strategy=strategy)
 
 
 def resolve(strategy, task=None, *, num_replicas=None, **run_config_kwargs):

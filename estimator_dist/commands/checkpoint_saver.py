@@ -50,3 +50,9 @@ class CheckpointSaverHook(v1.train.CheckpointSaverHook):
     def begin(self):
         super().begin()
         self._summary_writer = _WithoutGraph(self._summary_writer)
+
+    def end(self, session):
+        super().end(session)
+        # Nothing of this call is left in the process's cached writer, to be written into
+        # the model dir later (by another run in the same process, say).
+        self._summary_writer.flush()

@@ -255,7 +255,8 @@ def test_cli_process_quiets_tensorflow_info_lines(entry_id, recorded, tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_cli_process_sigterm_is_one_line_exit_143(tmp_path):
-    """SIGTERM while the run prepares (here: the data check of a large CSV file)."""
+    """SIGTERM while the run prepares (here: the data check of a large CSV file) or, on a
+    fast machine, once it trains: one line and exit 143 either way."""
     path = tmp_path / "big.csv"
     path.write_text("a,b,label\n" + "1.0,2.0,1\n" * 400_000)
     process = subprocess.Popen(
@@ -269,4 +270,5 @@ def test_cli_process_sigterm_is_one_line_exit_143(tmp_path):
     finally:
         process.kill()
     assert process.returncode == 143, err
-    assert err.count("\n") == 1 and "interrupted by SIGTERM" in err, err
+    assert err.count("\n") == 1, err
+    assert re.search(r"interrupted by SIGTERM|SIGTERM: stopped training at step \d+", err), err

@@ -237,7 +237,22 @@ def test_tensorflow_server_join_runs_no_python_signal_handler(blocking, handled)
             "    time.sleep(3)\n"
             "    os._exit(8 if handled else 7)\n"
             "threading.Thread(target=watch, daemon=True).start()\n"
-            "print('ready', flush=True)\n"
+            "main = threading.main_thread().ident\n"
+            "def announce():\n"
+            "    # 'ready' once the main thread is on the blocking line, and a second later:\n"
+            "    # a signal sent before the call begins would run the handler in any case.\n"
+            "    def outermost():\n"
+            "        frame = sys._current_frames()[main]\n"
+            "        while frame.f_back is not None:\n"
+            "            frame = frame.f_back\n"
+            "        return frame\n"
+            "    while outermost().f_lineno != BLOCKING_LINE:\n"
+            "        time.sleep(0.05)\n"
+            "    time.sleep(1)\n"
+            "    print('ready', flush=True)\n"
+            "threading.Thread(target=announce, daemon=True).start()\n"
             f"{blocking}\n")
+    code = "import sys\n" + code
+    code = code.replace("BLOCKING_LINE", str(code.count("\n")))
     exit_code, _, stderr = _run_signalled(code, timeout=60)
     assert exit_code == (8 if handled else 7), stderr[-2000:]

@@ -3,6 +3,7 @@ stay flat?
 
     python benchmarks/soak.py                       # every case, 600 s each
     python benchmarks/soak.py --seconds 60 --cases multi_worker default
+    python benchmarks/soak.py --work-dir soak-runs   # keep every model dir and log
 
 Each case trains for ``--seconds`` (the CLI's dense model under each strategy, its lstm
 model on one device, and tests/legacy/'s finite_input_epochs: train/evaluate by epochs,
@@ -194,7 +195,14 @@ def run_case(name, command, seconds, interval, work_dir, max_threads=None):
     finally:
         ended = process.poll()
         _stop(process)
-    return {"tasks": tasks, "dir": directory, "ended": ended, "log": model_dir + ".log"}
+    return {"tasks": tasks, "dir": directory, "ended": ended, "log": model_dir + ".log",
+            "log_tail": _tail(model_dir + ".log") if ended is not None else []}
+
+
+def _tail(path, lines=30):
+    """The last ``lines`` lines of the file ``path``."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()[-lines:]
 
 
 def _stop(process):
@@ -278,8 +286,9 @@ def judge(result, max_threads=None):
         faults.append(f"a task reached {most_threads(result):,} threads (stopped at "
                       f"--max-threads {max_threads})")
     if result["ended"] is not None:
-        faults.append(f"the run ended early with exit code {result['ended']} "
-                      f"(see {result['log']})")
+        tail = "\n    ".join(result.get("log_tail", []))
+        faults.append(f"the run ended early with exit code {result['ended']}; the last "
+                      f"lines of {result['log']}:\n    {tail}")
     last = directory[-1] if directory else {"dir_mib": 0, "events_mib": 0, "step": 0, "t": 1}
     rows.append({"task": "model dir", "start": start, "dir_mib": last["dir_mib"],
                  "dir_slope": dir_slope, "events_mib": last["events_mib"],
@@ -316,6 +325,8 @@ def main(argv=None):
                         help="stop a case at once when a task has this many threads (the "
                              "machine's pid_max is shared by every process on it)")
     parser.add_argument("--json", help="also write every sample to this file")
+    parser.add_argument("--work-dir", help="keep each case's model dir and log here (by "
+                                           "default they go with a temporary directory)")
     parser.add_argument("--from-json", help="judge the samples of an earlier --json run "
                                             "instead of running anything")
     args = parser.parse_args(argv)
@@ -323,7 +334,9 @@ def main(argv=None):
         with open(args.from_json, encoding="utf-8") as f:
             return report(json.load(f), args)
     everything = {}
-    with tempfile.TemporaryDirectory(prefix="soak-") as work_dir:
+    with tempfile.TemporaryDirectory(prefix="soak-") as temporary:
+        work_dir = args.work_dir or temporary
+        os.makedirs(work_dir, exist_ok=True)
         for name in args.cases:
             everything[name] = run_case(name, CASES[name], args.seconds, args.interval,
                                         work_dir, args.max_threads)

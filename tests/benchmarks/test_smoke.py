@@ -1,4 +1,5 @@
 """Every benchmark script runs end to end at tiny sizes (no timings are asserted)."""
+import json
 import re
 
 import pytest
@@ -69,13 +70,28 @@ def test_lstm_streaming_benchmark_times_both_exports(python_run):
     assert set(latencies) == {"Keras LSTM", "lstm_model_fn export"}
 
 
-def test_soak_benchmark_prints_a_row_per_task(python_run):
+def test_soak_benchmark_prints_a_row_per_task_and_keeps_work_dir(python_run, tmp_path):
+    samples = tmp_path / "soak.json"
     result = python_run(["benchmarks/soak.py", "--cases", "default", "--seconds", "12",
-                         "--interval", "2"], timeout=120)
+                         "--interval", "2", "--work-dir", str(tmp_path / "runs"),
+                         "--json", str(samples)], timeout=120)
     assert result.returncode in (0, 1), result.stderr[-3000:]  # Too short to judge growth.
     assert re.search(r"^default: \d+ s, (FLAT|GROWS)$", result.stdout, re.M), result.stdout
     assert re.search(r"^  train \(\d+\) +\d+/\d+/\d+, [+-]\d+ ", result.stdout, re.M)
     assert "model dir: " in result.stdout
+    assert (tmp_path / "runs" / "default.log").is_file()
+    assert list((tmp_path / "runs" / "default").glob("model.ckpt-*.index"))
+
+    # A run that ended early is reported with the last lines of its log.
+    run = json.loads(samples.read_text())
+    run["default"].update(ended=1, log_tail=["Traceback (most recent call last):",
+                                             "ValueError: the reason"])
+    samples.write_text(json.dumps(run))
+    judged = python_run(["benchmarks/soak.py", "--from-json", str(samples)], timeout=60)
+    assert judged.returncode == 1
+    assert re.search(r"FAULT: the run ended early with exit code 1; the last lines of \S+"
+                     r"default\.log:\n    Traceback \(most recent call last\):\n"
+                     r"    ValueError: the reason$", judged.stdout, re.M), judged.stdout
 
 
 @pytest.mark.multi_process

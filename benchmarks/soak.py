@@ -6,9 +6,10 @@ stay flat?
     python benchmarks/soak.py --work-dir soak-runs   # keep every model dir and log
 
 Each case trains for ``--seconds`` (the CLI's dense model under each strategy, its lstm
-model on one device, and tests/legacy/'s finite_input_epochs: train/evaluate by epochs,
-TF1 behaviour), while every ``--interval`` seconds this samples each of its processes
-(the launcher and every task): threads (/proc/PID/task), RSS, open fds, and the model
+model on one device, tests/legacy/'s finite_input_epochs: train/evaluate by epochs, TF1
+behaviour, and, as the peer, the dense model under a plain Estimator and RunConfig:
+``plain-tf default``), while every ``--interval`` seconds this samples each of its
+processes (the launcher and every task): threads (/proc/PID/task), RSS, open fds, and the model
 dir: its size without events files, its events files' size, and the global step read
 from the events (steps/s). It prints one row per case and task, and exits 1 when a
 quantity grows without bound (a slope over the second half of the run that would add
@@ -48,6 +49,9 @@ CASES = {
     "lstm": _TRAIN + ["--model", "lstm", "--strategy", "default"],
     f"legacy {_LEGACY}": [sys.executable, "-c", _LEGACY_MAIN, _LEGACY, "--behaviour", "tf1",
                           "--strategy", "default"],
+    # The peer: the dense model under a plain Estimator and RunConfig, no estimator_dist.
+    "plain-tf default": [sys.executable, os.path.join(_REPO, "benchmarks",
+                                                      "_plain_estimator.py")],
 }
 # Per hour over the second half of a run: more than this is growth without bound.
 GROWTH_LIMITS = {"threads": 20, "rss_mib": 100, "fds": 20, "dir_mib": 50}
@@ -94,6 +98,8 @@ def task_name(pid):
     for flag in (b"-m", b"-c"):  # python -m MODULE, python -c CODE PROGRAM
         if flag in argv:
             return argv[argv.index(flag) + (1 if flag == b"-m" else 2)].decode().rsplit(".")[-1]
+    if len(argv) > 1 and argv[1].endswith(b".py"):  # python SCRIPT
+        return os.path.basename(argv[1].decode())[:-3]
     return os.path.basename(argv[0].decode())
 
 

@@ -4,11 +4,14 @@
 when the output is not a terminal or ``CI`` is set: step / max steps, loss, examples/s,
 steps/s and ETA. It counts only the steps run in this process, so a resumed run's rates
 start at the restored global step, and it writes ``examples/sec`` and ``learning_rate``
-summaries for TensorBoard.
+summaries for TensorBoard. When TensorFlow re-creates the training session after an
+error it treats as a preemption (a lost connection to a ps or a worker), it says so on
+stderr, with the steps lost to the restore of the last checkpoint.
 """
 import dataclasses
 import math
 import os
+import sys
 import time
 
 import tensorflow as tf
@@ -81,6 +84,7 @@ class ProgressHook(v1.train.SessionRunHook):
         self._learning_rate = learning_rate
         self._steps_per_run = steps_per_run
         self._fetches = None
+        self._sessions = 0
         self._bar = None
         self._start_step = self._step = None
         self._seconds = 0.0  # Training time of the sessions that ended.
@@ -101,6 +105,7 @@ class ProgressHook(v1.train.SessionRunHook):
         return Throughput(self._start_step, self._step, self._seconds, self._batch_size)
 
     def begin(self):
+        self._sessions = 0  # Sessions of this training call: more than one is a recovery.
         self._fetches = {"step": v1.train.get_global_step()}
         loss = _loss_tensor()
         if loss is not None:
@@ -108,7 +113,11 @@ class ProgressHook(v1.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         del coord  # Unused.
-        self._step = self._window_step = int(session.run(self._fetches["step"]))
+        step = int(session.run(self._fetches["step"]))
+        self._sessions += 1
+        if self._sessions > 1:
+            _report_recovery(self._step, step)
+        self._step = self._window_step = step
         if self._start_step is None:
             self._start_step = self._step
         self._session_start = self._window_time = self._line_time = time.monotonic()
@@ -194,6 +203,17 @@ class ProgressHook(v1.train.SessionRunHook):
         writer = v1.summary.FileWriterCache.get(self._summary_dir)
         writer.add_summary(v1.Summary(value=values), self._step)
         writer.flush()
+
+
+def _report_recovery(before, after):
+    """One line on stderr: the session was re-created, and what the restore cost."""
+    lost = (f": training resumed from the last checkpoint, at step {after:,}, and the "
+            f"{before - after:,} steps since it are lost (save checkpoints more often with "
+            "--save-checkpoints-steps to lose less)" if before > after
+            else f"; training goes on from step {after:,}")
+    print(f"TensorFlow re-created the training session after an error it treats as a "
+          f"preemption (a lost connection to a ps or a worker; --verbose shows it){lost}.",
+          file=sys.stderr, flush=True)
 
 
 class FiniteWeightsListener(v1.train.CheckpointSaverListener):

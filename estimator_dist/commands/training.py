@@ -305,7 +305,9 @@ def _final_eval(model_dir, max_steps):
 def _train(estimator, settings, strategy, data, progress):
     """Trains and evaluates; returns the last metrics this process saw."""
     train_fn, eval_fn = data.train_fn, data.eval_fn
-    train_hooks = [progress] + strategy.train_hooks()
+    # The strategy's hooks first: under collectives a re-created session ends the run with
+    # one line (PeerLostError) before the progress hook would report the recovery.
+    train_hooks = strategy.train_hooks() + [progress]
     if strategy.kind.cluster:
         tf.estimator.train_and_evaluate(
             estimator,

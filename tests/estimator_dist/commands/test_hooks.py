@@ -1,5 +1,6 @@
 """ProgressHook (display, rates from the steps run here, summaries) and the NaN guard."""
 import io
+import re
 
 import numpy as np
 import pytest
@@ -112,3 +113,44 @@ def test_progress_lines_come_at_least_once_a_minute(model_dir, monkeypatch):
     monkeypatch.setattr(hooks, "_PLAIN_LINE_SECONDS", 0)
     _, text = _train(model_dir, 15)
     assert len(text.splitlines()) == 15
+
+
+class _AbortOnce(tf.estimator.SessionRunHook):
+    """Raises ``AbortedError`` (what a lost ps connection raises) after step ``at``."""
+
+    def __init__(self, at):
+        self._at, self._raised = at, False
+
+    def before_run(self, run_context):
+        return v1.train.SessionRunArgs(v1.train.get_global_step())
+
+    def after_run(self, run_context, run_values):
+        if run_values.results >= self._at and not self._raised:
+            self._raised = True
+            raise tf.errors.AbortedError(None, None, "connection to ps 0 lost")
+
+
+@pytest.mark.parametrize("save_checkpoints_steps, restored", [(1000, 0), (5, 10)])
+def test_progress_reports_recreated_session_and_steps_lost(model_dir, capsys,
+                                                           save_checkpoints_steps, restored):
+    """Estimator's monitored session re-creates the session on ``AbortedError`` and
+    restores the last checkpoint, silently: the steps since it are lost."""
+    hook = hooks.ProgressHook(40, 2, mode=None, stream=io.StringIO())
+    _estimator(model_dir, save_checkpoints_steps=save_checkpoints_steps).train(
+        _input_fn, max_steps=40, hooks=[hook, _AbortOnce(at=12)])
+    assert hook.step == 40  # Trained to the end after the recovery.
+    stderr = capsys.readouterr().err.strip().splitlines()
+    assert len(stderr) == 1, stderr
+    assert re.fullmatch(
+        r"TensorFlow re-created the training session after an error it treats as a "
+        r"preemption \(a lost connection to a ps or a worker; --verbose shows it\): training "
+        rf"resumed from the last checkpoint, at step {restored}, and the (\d+) steps since it "
+        r"are lost \(save checkpoints more often with --save-checkpoints-steps to lose "
+        r"less\)\.", stderr[0]), stderr[0]
+    assert 12 - restored <= int(re.search(r"the (\d+) steps", stderr[0])[1]) <= 13 - restored
+
+
+def test_recovery_without_restore_says_training_goes_on(capsys):
+    """A worker that is not the chief restores nothing: its step goes on."""
+    hooks._report_recovery(120, 121)  # pylint: disable=protected-access
+    assert capsys.readouterr().err.endswith("; training goes on from step 121.\n")

@@ -116,12 +116,13 @@ def sample_process(pid):
 
 
 class EventSteps:
-    """The largest global step in a model dir's events files, read incrementally."""
+    """The global step of the newest training event in a model dir, read incrementally
+    (it goes back when training restores an older checkpoint)."""
 
     def __init__(self, model_dir):
         self._model_dir = model_dir
         self._offsets = {}
-        self.step = 0
+        self._last = {}  # Events file -> the step of its last event.
 
     def read(self):
         from tensorboard.compat.proto import event_pb2  # pylint: disable=import-outside-toplevel
@@ -130,8 +131,11 @@ class EventSteps:
                 if "tfevents" in name and os.sep + "eval" not in root:
                     path = os.path.join(root, name)
                     for record in self._records(path):
-                        self.step = max(self.step, event_pb2.Event.FromString(record).step)
-        return self.step
+                        event = event_pb2.Event.FromString(record)
+                        if event.step or event.HasField("summary"):
+                            self._last[path] = event.step
+        # Events files are named by their creation time: the last name is the newest.
+        return self._last[max(self._last, key=os.path.basename)] if self._last else 0
 
     def _records(self, path):
         with open(path, "rb") as f:
@@ -255,6 +259,17 @@ def _grows(key, slope, half):
     return slope > GROWTH_LIMITS[key] and slope * span > MIN_GROWTH[key]
 
 
+def _steps_back(directory):
+    """A line for each time the global step went back (training restored a checkpoint)."""
+    lines, before = [], 0
+    for sample in directory:
+        if sample["step"] < before:
+            lines.append(f"the global step went back from {before:,} to {sample['step']:,} "
+                         f"at {sample['t']:.0f} s (training restored an older checkpoint)")
+        before = sample["step"]
+    return lines
+
+
 def most_threads(result):
     """The most threads any task of ``result`` had in a sample."""
     return max((s["threads"] for samples in result["tasks"].values() for s in samples),
@@ -288,6 +303,8 @@ def judge(result, max_threads=None):
     late = _rate(training[-quarter - 1:]) if quarter else 0.0
     if early and late < (1 - MAX_SLOWDOWN) * early:
         faults.append(f"steps/s fell from {early:.1f} to {late:.1f}")
+    for back in _steps_back(directory):
+        faults.append(back)
     if max_threads and most_threads(result) >= max_threads:
         faults.append(f"a task reached {most_threads(result):,} threads (stopped at "
                       f"--max-threads {max_threads})")

@@ -80,18 +80,23 @@ def test_soak_benchmark_prints_a_row_per_task_and_keeps_work_dir(python_run, tmp
     assert re.search(r"^  train \(\d+\) +\d+/\d+/\d+, [+-]\d+ ", result.stdout, re.M)
     assert "model dir: " in result.stdout
     assert (tmp_path / "runs" / "default.log").is_file()
-    assert list((tmp_path / "runs" / "default").glob("model.ckpt-*.index"))
+    assert (tmp_path / "runs" / "default" / "run.json").is_file()
 
-    # A run that ended early is reported with the last lines of its log.
+    # A run that ended early is reported with the last lines of its log, and a global
+    # step that went back (a restore of an older checkpoint) is named.
     run = json.loads(samples.read_text())
     run["default"].update(ended=1, log_tail=["Traceback (most recent call last):",
                                              "ValueError: the reason"])
+    last = run["default"]["dir"][-1]
+    run["default"]["dir"] += [dict(last, t=98.0, step=1500), dict(last, t=99.0, step=0)]
     samples.write_text(json.dumps(run))
     judged = python_run(["benchmarks/soak.py", "--from-json", str(samples)], timeout=60)
     assert judged.returncode == 1
     assert re.search(r"FAULT: the run ended early with exit code 1; the last lines of \S+"
                      r"default\.log:\n    Traceback \(most recent call last\):\n"
                      r"    ValueError: the reason$", judged.stdout, re.M), judged.stdout
+    assert re.search(r"FAULT: the global step went back from 1,500 to 0 at 99 s \(training "
+                     r"restored an older checkpoint\)$", judged.stdout, re.M), judged.stdout
 
 
 @pytest.mark.multi_process

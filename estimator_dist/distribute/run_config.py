@@ -70,6 +70,7 @@ class TPURunConfig(tf.compat.v1.estimator.tpu.RunConfig):
         super().__init__(**kwargs)
         self.use_tpu = use_tpu
         mends.apply("tpu_estimator_guard", self)
+        mends.apply("tpu_validate_logging", self)
 
     def replace(self, **kwargs):
         return super().replace(**_replace_kwargs(self, kwargs))

@@ -142,6 +142,19 @@ MENDS = {mend.name: mend for mend in (
         strategies=("tpu",),
     ),
     Mend(
+        name="tpu_validate_logging",
+        module="estimator_dist.mends.tpu_validate_logging",
+        defect="TPUEstimator on CPU (use_tpu=False) divides log_step_count_steps by "
+               "iterations_per_loop as if a Session.run ran that many steps: with the "
+               "defaults it writes its examples/s and global_step/s summaries every step",
+        test="tests/estimator_dist/mends/test_tpu_validate_logging.py::"
+             "test_tf_tpu_estimator_on_cpu_logs_every_step",
+        changes="TPURunConfig.log_step_count_steps, read by a TPUEstimator on CPU, is "
+                "multiplied by iterations_per_loop",
+        scope="estimator",
+        strategies=("tpu",),
+    ),
+    Mend(
         name="tpu_estimator_kept",
         module="estimator_dist.mends.tpu_estimator_kept",
         defect="a TPUEstimator(...) constructor given a RunConfig of another strategy stops "

@@ -135,6 +135,64 @@ def test_sigterm_role_ends_within_bound(tmp_path, case):
         assert restarts.checkpoint_step(model_dir) > before  # The chief saved its step.
 
 
+# Through the launcher, as `timeout` or Kubernetes stops it: SIGTERM to the launcher, which
+# forwards it to every task. Both workers must stop after the same step, the chief must
+# save it, and every task should be gone within a few seconds.
+_PROMPT_SECONDS = 8
+_STOP_LINE = re.compile(r"^\[worker (\d)\] python -m estimator_dist\.train: SIGTERM: "
+                        r"stopped training at step (\d+); (.*)$", re.MULTILINE)
+_DEADLINE_LINE = re.compile(r"^\[worker (\d)\] python -m estimator_dist\.train: SIGTERM: "
+                            r"stopped \d+ s after the signal \((.*)\)$", re.MULTILINE)
+
+
+@pytest.mark.timeout(400)
+def test_launch_multi_worker_sigterm_saves_the_stop_step_and_ends_promptly(tmp_path):
+    model_dir = str(tmp_path / "model")
+    log_path = tmp_path / "launch.log"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "estimator_dist.launch", "--workers", "2", "--",
+             sys.executable, "-m", "estimator_dist.train", "--model", "dense", "--strategy",
+             "multi_worker", "--max-steps", "100000000", "--save-checkpoints-steps", "100000",
+             "--no-export", "--model-dir", model_dir],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+    try:
+        _wait_ready("training", process, model_dir, log_path)
+        time.sleep(10)  # Training runs some seconds past the step-0 checkpoint.
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        code = process.wait(timeout=60)
+        seconds = time.monotonic() - sent
+    finally:
+        process.kill()
+        process.wait()
+    text = log_path.read_text()
+    print(f"every task ended {seconds:.1f} s after SIGTERM to the launcher")
+    assert code == 128 + signal.SIGTERM, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert "without a final checkpoint" not in text, text[-3000:]
+    stops = {int(worker): (int(step), rest) for worker, step, rest in _STOP_LINE.findall(text)}
+    assert stops, text[-3000:]
+    steps = {step for step, _ in stops.values()}
+    assert len(steps) == 1, stops  # Both workers stopped after the same step,
+    step = steps.pop()
+    assert restarts.checkpoint_step(model_dir) == step  # and the chief saved it.
+    assert os.path.exists(os.path.join(model_dir, f"model.ckpt-{step}.index"))
+    if 0 in stops:
+        assert stops[0][1].startswith(f"saved checkpoint {model_dir}/model.ckpt-{step} ")
+    for worker, why in _DEADLINE_LINE.findall(text):  # Ended by the bound: say what is saved.
+        assert why.endswith(stop_deadline.WRITES_NO_CHECKPOINTS if worker == "1" else
+                            f"the newest checkpoint in {model_dir} is step {step}"), why
+    assert seconds < _BOUND_SECONDS, text[-3000:]
+    if seconds >= _PROMPT_SECONDS:
+        # Known, cause not found: TensorFlow's Session.close() can block in a task whose
+        # peer has already ended (traced in 2 of 3 ten-minute runs, for 15 s; seconds in
+        # short ones). See docs/cluster.md, "multi_worker through the launcher".
+        pytest.xfail(f"tasks ended {seconds:.1f} s after SIGTERM, not within "
+                     f"{_PROMPT_SECONDS} s (known: TensorFlow's session close can block)")
+
+
 # --- The mechanism, without TensorFlow: a process blocked past its handlers ----------------
 
 

@@ -13,8 +13,9 @@ in, and a daemon thread reads it. Then:
   still answers on its port, so that they finish the step and the chief saves the
   variables it holds, and exits ``128 + signal`` once none answers, or after the bound;
 - any other task has until the bound to end through its own handler (``PreemptionHook``
-  saves the step); still running then, it exits ``128 + signal`` without a final
-  checkpoint (the model dir keeps the checkpoints saved before).
+  saves the step); still running then, it exits ``128 + signal`` with one line that says
+  what it leaves saved (``Deadline.saved``): the model dir's newest checkpoint, which
+  may be the one the chief saved at the signal, or that the task writes none.
 """
 import contextlib
 import os
@@ -24,10 +25,46 @@ import sys
 import threading
 import time
 
+from estimator_dist.commands import restarts
+
 # Kubernetes' default grace period is 30 s; a task ends within 20 s of the signal.
 BOUND_SECONDS = 15
 _PROBE_SECONDS = 0.2
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
+WRITES_NO_CHECKPOINTS = "this task writes no checkpoints; the chief does"
+
+
+class Deadline:
+    """What ``bounded`` yields: what the line printed at the bound says is saved.
+
+    Attributes:
+      saved: None, or a callable returning those words, e.g. ``newest_checkpoint(dir)``
+        or ``WRITES_NO_CHECKPOINTS``. It is called at the bound, so it sees the
+        checkpoint saved after the signal.
+    """
+
+    def __init__(self):
+        self.saved = None
+
+    def describe_saved(self):
+        """The words of ``saved``; None without them, or when they cannot be had."""
+        try:
+            return self.saved() if self.saved else None
+        except Exception:  # pylint: disable=broad-except
+            return None  # The line must still be printed, and the process ended.
+
+
+def newest_checkpoint(model_dir):
+    """A callable for ``Deadline.saved``: the step of ``model_dir``'s newest checkpoint,
+    read from TensorFlow's ``checkpoint`` file at the moment it is called."""
+    def words():
+        step = restarts.checkpoint_step(model_dir)
+        if step is None:  # A bucket, or a file this process cannot read.
+            return f"the checkpoints saved are in {model_dir}"
+        if not os.path.exists(os.path.join(model_dir, "checkpoint")):
+            return f"{model_dir} holds no checkpoint yet"
+        return f"the newest checkpoint in {model_dir} is step {step}"
+    return words
 
 
 def _keep_serving(signum, frame):
@@ -71,7 +108,7 @@ def _wait_for_signal(read_fd):
             return received[0]
 
 
-def _watch(read_fd, prog, bound, linger_while, left):
+def _watch(read_fd, prog, bound, linger_while, left, deadline):
     """Ends the process ``bound`` seconds after the first signal (a parameter server: once
     ``linger_while()`` fails), unless the context is ``left`` first. The read end stays
     open after a signal: a handler may raise the signal again (``PreemptionHook`` does,
@@ -83,8 +120,9 @@ def _watch(read_fd, prog, bound, linger_while, left):
     started = time.monotonic()
     if linger_while is None:
         if not left.wait(bound):
-            _end(prog, signum, started, "stopped without a final checkpoint",
-                 "still blocked in TensorFlow")
+            saved = deadline.describe_saved()
+            _end(prog, signum, started, "stopped",
+                 "still blocked in TensorFlow" + (f"; {saved}" if saved else ""))
         return
     while time.monotonic() < started + bound and linger_while():
         if left.wait(_PROBE_SECONDS):
@@ -99,16 +137,21 @@ def bounded(prog, *, bound=BOUND_SECONDS, linger_while=None):
     """Within this context (entered in the main thread) the process ends within ``bound``
     seconds of SIGTERM or SIGINT. With ``linger_while`` (a parameter server) both signals
     get a handler that does nothing, and the process serves while ``linger_while()``
-    holds; otherwise they keep their handlers, which get ``bound`` seconds to end it."""
+    holds; otherwise they keep their handlers, which get ``bound`` seconds to end it.
+
+    Yields:
+      a ``Deadline``: set its ``saved`` once the task knows what it saves.
+    """
     previous = {s: signal.signal(s, _keep_serving) for s in _SIGNALS} if linger_while else {}
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     left = threading.Event()
-    threading.Thread(target=_watch, args=(read_fd, prog, bound, linger_while, left),
+    deadline = Deadline()
+    threading.Thread(target=_watch, args=(read_fd, prog, bound, linger_while, left, deadline),
                      daemon=True, name="stop_deadline").start()
     try:
-        yield
+        yield deadline
     finally:
         left.set()
         signal.set_wakeup_fd(previous_fd)

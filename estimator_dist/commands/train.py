@@ -6,6 +6,7 @@ then ``--config FILE``, then the run recorded in an existing ``--model-dir``, th
 defaults.
 """
 import argparse
+import functools
 import json
 import os
 import signal
@@ -203,8 +204,24 @@ def _print_summary(result):
     print(f"wall time  {result.seconds:.1f} s")
 
 
-def train_command(args):
-    """Runs the job the parsed ``args`` describe; returns the process exit code."""
+def _saved_words(settings):
+    """For the stop deadline's line (``stop_deadline.Deadline.saved``): a task of a cluster
+    other than the chief writes no checkpoints; any other names the model dir's newest."""
+    if strategy_table.kind_of(settings.strategy).cluster:
+        try:
+            task = cluster_sources.task_from_env(strategy=settings.strategy)
+        except UsageError:
+            task = None  # The run itself reports the missing or bad cluster.
+        if task is not None and not task.is_chief:
+            return lambda: stop_deadline.WRITES_NO_CHECKPOINTS
+    return stop_deadline.newest_checkpoint(settings.model_dir)
+
+
+def train_command(args, deadline=None):
+    """Runs the job the parsed ``args`` describe; returns the process exit code.
+
+    ``deadline``: the ``stop_deadline.Deadline`` of the process, told what the run saves.
+    """
     settings, record = _settings_and_record(args)
     if args.print_config:
         print(json.dumps(settings.to_dict(), indent=2, sort_keys=True))
@@ -217,6 +234,11 @@ def train_command(args):
     if args.engine != "estimator":
         engines.print_result(engines.run(settings, args.engine), settings)
         return 0
+    # The model dir is fixed before the run, so that the stop deadline's line can name it.
+    settings = settings.replace(
+        model_dir=settings.model_dir or training.default_model_dir(settings.model))
+    if deadline is not None:
+        deadline.saved = _saved_words(settings)
     try:
         _print_summary(training.run(settings, record=record))
     except preemption.Preempted as stop:
@@ -245,8 +267,9 @@ def main(argv=None):
     # the run with one line.
     previous = signal.signal(signal.SIGTERM, cli.raise_terminated)
     try:
-        with _stop_deadline():
-            return cli.run(train_parser(), train_command, argv, interrupted_note=(
+        with _stop_deadline() as deadline:
+            command = functools.partial(train_command, deadline=deadline)
+            return cli.run(train_parser(), command, argv, interrupted_note=(
                 "the checkpoints saved so far are kept (run again with the same --model-dir "
                 "to resume)"))
     finally:

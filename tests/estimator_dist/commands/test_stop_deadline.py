@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from estimator_dist.commands import launch, restarts
+from estimator_dist.commands import config as config_lib, launch, restarts, stop_deadline
+from estimator_dist.commands import train as train_lib
 from estimator_dist.distribute import cluster
 from tests.conftest import REPO_ROOT
 
@@ -68,10 +69,11 @@ _CASES = {
     "ps_ps": (_PS, ("ps", 0), "training", ("SIGTERM: stopped serving variables",)),
     "ps_evaluator": (_PS, ("evaluator", 0), "training", (_INTERRUPTED,)),
     # Worker 1 signalled, both stop after the same step; worker 0 may exit while worker 1
-    # still waits for it in a collective at the end of training (seen once in three runs):
-    # then the bound ends worker 1, which owns no checkpoint.
+    # still waits for it in TensorFlow at the end of training (seen once in three runs):
+    # then the bound ends worker 1, whose line says it owns no checkpoint.
     "multi_worker_worker": (_MW, ("worker", 1), "training",
-                            (_STOPPED, "SIGTERM: stopped without a final checkpoint")),
+                            (_STOPPED, "(still blocked in TensorFlow; "
+                                       f"{stop_deadline.WRITES_NO_CHECKPOINTS})")),
     # Waiting: for a peer in the rendezvous; past it (the chief's port answers, but no
     # chief initialises the variables) in TensorFlow's session manager; for the first
     # checkpoint.
@@ -133,6 +135,64 @@ def test_sigterm_role_ends_within_bound(tmp_path, case):
         assert restarts.checkpoint_step(model_dir) > before  # The chief saved its step.
 
 
+# Through the launcher, as `timeout` or Kubernetes stops it: SIGTERM to the launcher, which
+# forwards it to every task. Both workers must stop after the same step, the chief must
+# save it, and every task should be gone within a few seconds.
+_PROMPT_SECONDS = 8
+_STOP_LINE = re.compile(r"^\[worker (\d)\] python -m estimator_dist\.train: SIGTERM: "
+                        r"stopped training at step (\d+); (.*)$", re.MULTILINE)
+_DEADLINE_LINE = re.compile(r"^\[worker (\d)\] python -m estimator_dist\.train: SIGTERM: "
+                            r"stopped \d+ s after the signal \((.*)\)$", re.MULTILINE)
+
+
+@pytest.mark.timeout(400)
+def test_launch_multi_worker_sigterm_saves_the_stop_step_and_ends_promptly(tmp_path):
+    model_dir = str(tmp_path / "model")
+    log_path = tmp_path / "launch.log"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "estimator_dist.launch", "--workers", "2", "--",
+             sys.executable, "-m", "estimator_dist.train", "--model", "dense", "--strategy",
+             "multi_worker", "--max-steps", "100000000", "--save-checkpoints-steps", "100000",
+             "--no-export", "--model-dir", model_dir],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+    try:
+        _wait_ready("training", process, model_dir, log_path)
+        time.sleep(10)  # Training runs some seconds past the step-0 checkpoint.
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        code = process.wait(timeout=60)
+        seconds = time.monotonic() - sent
+    finally:
+        process.kill()
+        process.wait()
+    text = log_path.read_text()
+    print(f"every task ended {seconds:.1f} s after SIGTERM to the launcher")
+    assert code == 128 + signal.SIGTERM, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert "without a final checkpoint" not in text, text[-3000:]
+    stops = {int(worker): (int(step), rest) for worker, step, rest in _STOP_LINE.findall(text)}
+    assert stops, text[-3000:]
+    steps = {step for step, _ in stops.values()}
+    assert len(steps) == 1, stops  # Both workers stopped after the same step,
+    step = steps.pop()
+    assert restarts.checkpoint_step(model_dir) == step  # and the chief saved it.
+    assert os.path.exists(os.path.join(model_dir, f"model.ckpt-{step}.index"))
+    if 0 in stops:
+        assert stops[0][1].startswith(f"saved checkpoint {model_dir}/model.ckpt-{step} ")
+    for worker, why in _DEADLINE_LINE.findall(text):  # Ended by the bound: say what is saved.
+        assert why.endswith(stop_deadline.WRITES_NO_CHECKPOINTS if worker == "1" else
+                            f"the newest checkpoint in {model_dir} is step {step}"), why
+    assert seconds < _BOUND_SECONDS, text[-3000:]
+    if seconds >= _PROMPT_SECONDS:
+        # Known, cause not found: TensorFlow's Session.close() can block in a task whose
+        # peer has already ended (traced in 2 of 3 ten-minute runs, for 15 s; seconds in
+        # short ones). See docs/cluster.md, "multi_worker through the launcher".
+        pytest.xfail(f"tasks ended {seconds:.1f} s after SIGTERM, not within "
+                     f"{_PROMPT_SECONDS} s (known: TensorFlow's session close can block)")
+
+
 # --- The mechanism, without TensorFlow: a process blocked past its handlers ----------------
 
 
@@ -165,8 +225,62 @@ def test_bounded_handler_that_never_ends_process_exits_after_bound():
     code, seconds, stderr = _run_signalled(_BLOCKED.format(linger=""))
     assert code == 128 + signal.SIGTERM
     assert 2 <= seconds < 10
-    assert stderr.strip() == ("prog: SIGTERM: stopped without a final checkpoint 2 s after "
-                              "the signal (still blocked in TensorFlow)")
+    assert stderr.strip() == ("prog: SIGTERM: stopped 2 s after the signal (still blocked "
+                              "in TensorFlow)")
+
+
+_BLOCKED_SAVING = ("import os, signal, time\n"
+                   "from estimator_dist.commands import stop_deadline\n"
+                   "def save(signum, frame):  # The chief's save at the signal.\n"
+                   "    with open(os.path.join(MODEL_DIR, 'checkpoint'), 'w') as file:\n"
+                   "        file.write('model_checkpoint_path: \"model.ckpt-1200\"\\n')\n"
+                   "signal.signal(signal.SIGTERM, save)\n"
+                   "with stop_deadline.bounded('prog', bound=2) as deadline:\n"
+                   "    deadline.saved = SAVED\n"
+                   "    print('ready', flush=True)\n"
+                   "    time.sleep(60)\n")
+
+
+@pytest.mark.timeout(60)
+def test_bounded_line_names_the_checkpoint_saved_after_the_signal(tmp_path):
+    """A chief that saved its step at the signal, then stayed blocked: the line names that
+    checkpoint, read at the bound (not "without a final checkpoint")."""
+    code = _BLOCKED_SAVING.replace("MODEL_DIR", repr(str(tmp_path))).replace(
+        "SAVED", f"stop_deadline.newest_checkpoint({str(tmp_path)!r})")
+    exit_code, _, stderr = _run_signalled(code)
+    assert exit_code == 128 + signal.SIGTERM
+    assert stderr.strip() == (f"prog: SIGTERM: stopped 2 s after the signal (still blocked "
+                              f"in TensorFlow; the newest checkpoint in {tmp_path} is step 1200)")
+
+
+@pytest.mark.timeout(60)
+def test_bounded_line_of_a_task_that_writes_no_checkpoints(tmp_path):
+    code = _BLOCKED_SAVING.replace("MODEL_DIR", repr(str(tmp_path))).replace(
+        "SAVED", "lambda: stop_deadline.WRITES_NO_CHECKPOINTS")
+    exit_code, _, stderr = _run_signalled(code)
+    assert exit_code == 128 + signal.SIGTERM
+    assert stderr.strip() == ("prog: SIGTERM: stopped 2 s after the signal (still blocked "
+                              "in TensorFlow; this task writes no checkpoints; the chief does)")
+
+
+def test_newest_checkpoint_words(tmp_path):
+    words = stop_deadline.newest_checkpoint(str(tmp_path))
+    assert words() == f"{tmp_path} holds no checkpoint yet"
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-0"\n')
+    assert words() == f"the newest checkpoint in {tmp_path} is step 0"
+    assert stop_deadline.newest_checkpoint("gs://bucket/run")() == (
+        "the checkpoints saved are in gs://bucket/run")
+
+
+@pytest.mark.parametrize("task_type, index, chief", [("worker", 0, True), ("worker", 1, False),
+                                                     ("evaluator", 0, False)])
+def test_train_saved_words_by_role(monkeypatch, tmp_path, task_type, index, chief):
+    spec, _ = cluster.local_cluster([2222, 2223], 2, evaluator=True)
+    monkeypatch.setenv("TF_CONFIG", cluster.TFConfig(spec, task_type, index).to_json())
+    settings = config_lib.RunSettings(strategy="multi_worker", model_dir=str(tmp_path))
+    words = train_lib._saved_words(settings)()  # pylint: disable=protected-access
+    assert words == (f"{tmp_path} holds no checkpoint yet" if chief
+                     else stop_deadline.WRITES_NO_CHECKPOINTS)
 
 
 @pytest.mark.timeout(60)

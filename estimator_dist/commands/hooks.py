@@ -216,6 +216,35 @@ def _report_recovery(before, after):
           file=sys.stderr, flush=True)
 
 
+def settle_on_stop(preemption, on_settled, *, saves):
+    """(hooks, saving listeners) that call ``on_settled(str(Preempted))`` once a task
+    stopped by ``preemption`` (the run's ``PreemptionHook``) has saved what it owns: a
+    task that ``saves`` checkpoints after its final save (a saving listener's ``end``
+    follows it), any other once every hook has ended (put the hook last)."""
+    def settle():
+        if preemption.preempted is not None:
+            on_settled(str(preemption.preempted))
+    return ([], [_SettleAfterSave(settle)]) if saves else ([_SettleAtEnd(settle)], [])
+
+
+class _SettleAtEnd(v1.train.SessionRunHook):
+    def __init__(self, settle):
+        self._settle = settle
+
+    def end(self, session):
+        del session  # Unused.
+        self._settle()
+
+
+class _SettleAfterSave(v1.train.CheckpointSaverListener):
+    def __init__(self, settle):
+        self._settle = settle
+
+    def end(self, session, global_step_value):
+        del session, global_step_value  # Unused.
+        self._settle()
+
+
 class FiniteWeightsListener(v1.train.CheckpointSaverListener):
     """Refuses to save a checkpoint whose trainable weights are not all finite.
 

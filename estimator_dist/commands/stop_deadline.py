@@ -29,6 +29,9 @@ from estimator_dist.commands import restarts
 
 # Kubernetes' default grace period is 30 s; a task ends within 20 s of the signal.
 BOUND_SECONDS = 15
+# Once a task has stopped and saved what it owns, the time left to TensorFlow's session
+# close, which can block after a peer has gone (docs/cluster.md).
+SETTLED_SECONDS = 2
 _PROBE_SECONDS = 0.2
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 WRITES_NO_CHECKPOINTS = "this task writes no checkpoints; the chief does"
@@ -45,6 +48,18 @@ class Deadline:
 
     def __init__(self):
         self.saved = None
+        self._settled = threading.Event()
+        self.stopped = None  # The words of the stop, once settled.
+
+    def settle(self, stopped):
+        """The task stopped on the signal and saved what it owns (``stopped``: the words
+        of its stop, e.g. ``str(Preempted)``): what remains is TensorFlow's close."""
+        self.stopped = stopped
+        self._settled.set()
+
+    def wait_settled(self, seconds):
+        """Whether the task settled within ``seconds``."""
+        return self._settled.wait(seconds)
 
     def describe_saved(self):
         """The words of ``saved``; None without them, or when they cannot be had."""
@@ -97,6 +112,27 @@ def _end(prog, signum, started, what, why):
     os._exit(128 + signum)  # The main thread may be blocked inside TensorFlow.
 
 
+def _bound_stop(prog, signum, started, bound, left, deadline):
+    """Waits for the context to be ``left``: at most ``bound`` seconds after the signal,
+    and ``SETTLED_SECONDS`` once the task has settled (stopped and saved)."""
+    while not left.is_set():
+        remaining = started + bound - time.monotonic()
+        if remaining <= 0:
+            saved = deadline.describe_saved()
+            _end(prog, signum, started, "stopped",
+                 "still blocked in TensorFlow" + (f"; {saved}" if saved else ""))
+        if deadline.wait_settled(min(remaining, _PROBE_SECONDS)):
+            if not left.wait(min(SETTLED_SECONDS, max(started + bound - time.monotonic(),
+                                                      0))):
+                print(f"{prog}: {deadline.stopped} (run again with the same --model-dir to "
+                      f"resume; ended {SETTLED_SECONDS} s into TensorFlow's session close, "
+                      "which can block once a peer has gone)", file=sys.stderr)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(128 + signum)
+            return
+
+
 def _wait_for_signal(read_fd):
     """The first SIGTERM or SIGINT written to ``read_fd``; None once it is closed."""
     while True:
@@ -119,10 +155,7 @@ def _watch(read_fd, prog, bound, linger_while, left, deadline):
         return
     started = time.monotonic()
     if linger_while is None:
-        if not left.wait(bound):
-            saved = deadline.describe_saved()
-            _end(prog, signum, started, "stopped",
-                 "still blocked in TensorFlow" + (f"; {saved}" if saved else ""))
+        _bound_stop(prog, signum, started, bound, left, deadline)
         return
     while time.monotonic() < started + bound and linger_while():
         if left.wait(_PROBE_SECONDS):

@@ -22,6 +22,7 @@ from estimator_dist.commands.config import RunSettings
 from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
 from estimator_dist.estimator import make_estimator
+from estimator_dist.hooks.preemption import PreemptionHook
 from input_fns import check_files, from_arrays, from_files
 from input_fns.checks import DEFAULT_LIMIT
 
@@ -302,16 +303,19 @@ def _final_eval(model_dir, max_steps):
     return metrics if metrics.get("global_step", 0) >= max_steps else {}
 
 
-def _train(estimator, settings, strategy, data, progress):
+def _train(estimator, settings, strategy, data, progress, on_stopped):
     """Trains and evaluates; returns the last metrics this process saw."""
     train_fn, eval_fn = data.train_fn, data.eval_fn
     # The strategy's hooks first: under collectives a re-created session ends the run with
     # one line (PeerLostError) before the progress hook would report the recovery.
     train_hooks = strategy.train_hooks() + [progress]
+    settle_hooks, settle_listeners = _settling(strategy, train_hooks, on_stopped)
     if strategy.kind.cluster:
         tf.estimator.train_and_evaluate(
             estimator,
-            tf.estimator.TrainSpec(train_fn, max_steps=settings.max_steps, hooks=train_hooks),
+            tf.estimator.TrainSpec(train_fn, max_steps=settings.max_steps,
+                                   hooks=train_hooks + settle_hooks,
+                                   saving_listeners=settle_listeners),
             tf.estimator.EvalSpec(eval_fn, steps=settings.eval_steps,
                                   throttle_secs=_EVAL_THROTTLE_SECONDS, start_delay_secs=0))
         return _final_eval(estimator.model_dir, settings.max_steps)
@@ -319,19 +323,29 @@ def _train(estimator, settings, strategy, data, progress):
     stops = _eval_stops(_checkpoint_step(estimator.model_dir), settings.max_steps,
                         settings.save_checkpoints_steps)
     for stop in stops:
-        estimator.train(train_fn, max_steps=stop, **_saving(estimator, strategy, train_hooks))
+        estimator.train(train_fn, max_steps=stop, **_saving(
+            estimator, strategy, train_hooks + settle_hooks, settle_listeners))
         metrics = _to_python(estimator.evaluate(eval_fn, steps=settings.eval_steps))
     return metrics
 
 
-def _saving(estimator, strategy, train_hooks):
+def _settling(strategy, train_hooks, on_stopped):
+    """(hooks, saving listeners) that call ``on_stopped`` once a stop on a signal has
+    saved what this task owns (none without ``on_stopped``)."""
+    preemption = next((h for h in train_hooks if isinstance(h, PreemptionHook)), None)
+    if on_stopped is None or preemption is None:
+        return [], []
+    return hooks.settle_on_stop(preemption, on_stopped, saves=strategy.is_chief)
+
+
+def _saving(estimator, strategy, train_hooks, extra_listeners):
     """The hooks and saving listeners of one ``train`` call.
 
     Its checkpoint saver leaves the graph out of the events file, which gets it once, when
     the process opens its writer. TPUEstimator adds a saver of its own whatever the hooks,
     so under "tpu" Estimator's saver is kept (and writes the graph at every call).
     """
-    listeners = [hooks.FiniteWeightsListener()]
+    listeners = [hooks.FiniteWeightsListener()] + extra_listeners
     if strategy.kind.tpu:
         return {"hooks": train_hooks, "saving_listeners": listeners}
     saver = checkpoint_saver.CheckpointSaverHook(estimator.config, listeners=listeners)
@@ -430,12 +444,13 @@ def _runtime_fault(error, settings):
                       f"saved so far are kept. Received: {line[at:].rstrip(']')[:300]}")
 
 
-def run(settings, *, stream=None, record=None):
+def run(settings, *, stream=None, record=None, on_stopped=None):
     """Trains, evaluates and exports one model; returns a ``Result``.
 
     Progress goes to ``stream`` (default: stdout), on the chief only. ``record`` is the
     run recorded in ``settings.model_dir`` (``run_record.load``) when the caller read it
-    already; None: read here.
+    already; None: read here. ``on_stopped``: called with the words of a stop on a signal
+    once this task has saved what it owns (before TensorFlow closes the session).
     """
     start = time.monotonic()
     stream = stream or sys.stdout
@@ -456,7 +471,7 @@ def run(settings, *, stream=None, record=None):
         learning_rate=settings.params.get("learning_rate"),
         steps_per_run=getattr(strategy.config, "steps_per_run", 1))
     try:
-        metrics = _train(estimator, settings, strategy, plan.data, progress)
+        metrics = _train(estimator, settings, strategy, plan.data, progress, on_stopped)
         export_path = None
         if chief and settings.export:
             export_path = export.export_saved_model(

@@ -110,6 +110,13 @@ class PreemptionHook(v1.train.SessionRunHook):
         self._active = False  # A session runs: signals stop it.
         self._stopping = False  # Stop requested after the last step.
         self._flag = self._vote = self._coord = None
+        self._preempted = None  # The Preempted error of the last session, if it stopped.
+
+    @property
+    def preempted(self):
+        """The ``Preempted`` error the last session ended with (raised when it closes), or
+        None: read it in a later hook's ``end`` or a saving listener's ``end``."""
+        return self._preempted
 
     def _handle(self, signum, frame):
         del frame  # Unused.
@@ -146,6 +153,7 @@ class PreemptionHook(v1.train.SessionRunHook):
         del session  # Unused.
         self._coord = coord
         self._active, self._received, self._stopping = True, None, False
+        self._preempted = None
         self._runs = 0
 
     def _votes_now(self):
@@ -176,7 +184,7 @@ class PreemptionHook(v1.train.SessionRunHook):
         if not self._stopping:
             return
         step = int(session.run(v1.train.get_global_step()))
-        error = Preempted(self._received, step, _checkpoint_savers())
+        error = self._preempted = Preempted(self._received, step, _checkpoint_savers())
         # The coordinator raises it when the session closes: after every hook's end, so
         # after the CheckpointSaverHook's final save whatever the order of the hooks.
         self._coord.request_stop((Preempted, error, None))

@@ -284,6 +284,45 @@ def test_train_saved_words_by_role(monkeypatch, tmp_path, task_type, index, chie
 
 
 @pytest.mark.timeout(60)
+def test_bounded_settled_task_blocked_in_close_ends_soon_with_its_stop_line():
+    """A task that stopped on the signal and saved (``Deadline.settle``), then blocks (as
+    in TensorFlow's session close after a peer has gone), ends ``SETTLED_SECONDS`` later
+    with the line of its stop, long before the bound."""
+    code = ("import signal, time\n"
+            "from estimator_dist.commands import stop_deadline\n"
+            "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
+            "    def stop(signum, frame):\n"
+            "        deadline.settle('SIGTERM: stopped training at step 7; saved checkpoint m')\n"
+            "    signal.signal(signal.SIGTERM, stop)\n"
+            "    print('ready', flush=True)\n"
+            "    while True:\n"
+            "        time.sleep(60)\n")
+    exit_code, seconds, stderr = _run_signalled(code)
+    assert exit_code == 128 + signal.SIGTERM
+    assert stop_deadline.SETTLED_SECONDS <= seconds < 10
+    assert stderr.strip() == (
+        "prog: SIGTERM: stopped training at step 7; saved checkpoint m (run again with the "
+        f"same --model-dir to resume; ended {stop_deadline.SETTLED_SECONDS} s into "
+        "TensorFlow's session close, which can block once a peer has gone)")
+
+
+@pytest.mark.timeout(60)
+def test_bounded_settled_task_that_ends_by_itself_prints_nothing_more():
+    code = ("import signal, sys, time\n"
+            "from estimator_dist.commands import stop_deadline\n"
+            "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
+            "    def stop(signum, frame):\n"
+            "        deadline.settle('SIGTERM: stopped training at step 7')\n"
+            "        raise SystemExit(143)\n"
+            "    signal.signal(signal.SIGTERM, stop)\n"
+            "    print('ready', flush=True)\n"
+            "    time.sleep(60)\n")
+    exit_code, seconds, stderr = _run_signalled(code)
+    assert exit_code == 143 and seconds < stop_deadline.SETTLED_SECONDS
+    assert stderr == ""
+
+
+@pytest.mark.timeout(60)
 def test_bounded_signal_raised_again_by_handler_ends_quietly():
     """``PreemptionHook`` outside a session hands the signal to the previous handler by
     raising it again: the second write to the wakeup descriptor must not fail."""

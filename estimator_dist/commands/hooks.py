@@ -216,33 +216,32 @@ def _report_recovery(before, after):
           file=sys.stderr, flush=True)
 
 
-def settle_on_stop(preemption, on_settled, *, saves):
-    """(hooks, saving listeners) that call ``on_settled(str(Preempted))`` once a task
-    stopped by ``preemption`` (the run's ``PreemptionHook``) has saved what it owns: a
-    task that ``saves`` checkpoints after its final save (a saving listener's ``end``
-    follows it), any other once every hook has ended (put the hook last)."""
-    def settle():
-        if preemption.preempted is not None:
-            on_settled(str(preemption.preempted))
-    return ([], [_SettleAfterSave(settle)]) if saves else ([_SettleAtEnd(settle)], [])
+class SettleOnStopHook(v1.train.SessionRunHook):
+    """The last training hook: once a session stopped by ``preemption`` (the run's
+    ``PreemptionHook``) has ended its hooks, calls ``on_settled(words, saved)``.
 
+    ``words()`` gives the stop's line (``str(Preempted)``); ``saved()`` tells whether the
+    checkpoint of the stop step is written, for a task whose ``checkpoint_step()`` (the
+    model dir's newest) shows it: the chief's save may come after this hook (under
+    ``multi_worker`` TensorFlow runs the chief's saver after the training hooks, and drops
+    ``TrainSpec.saving_listeners``). Without ``checkpoint_step`` (a task that writes no
+    checkpoints), ``saved`` is None.
+    """
 
-class _SettleAtEnd(v1.train.SessionRunHook):
-    def __init__(self, settle):
-        self._settle = settle
+    def __init__(self, preemption, on_settled, *, checkpoint_step=None):
+        self._preemption = preemption
+        self._on_settled = on_settled
+        self._checkpoint_step = checkpoint_step
 
     def end(self, session):
         del session  # Unused.
-        self._settle()
-
-
-class _SettleAfterSave(v1.train.CheckpointSaverListener):
-    def __init__(self, settle):
-        self._settle = settle
-
-    def end(self, session, global_step_value):
-        del session, global_step_value  # Unused.
-        self._settle()
+        stop = self._preemption.preempted
+        if stop is None:
+            return
+        saved = None
+        if self._checkpoint_step is not None:
+            saved = lambda: self._checkpoint_step() >= stop.step  # noqa: E731
+        self._on_settled(lambda: str(stop), saved)
 
 
 class FiniteWeightsListener(v1.train.CheckpointSaverListener):

@@ -49,12 +49,13 @@ class Deadline:
     def __init__(self):
         self.saved = None
         self._settled = threading.Event()
-        self.stopped = None  # The words of the stop, once settled.
+        self.stopped = self.saved_stop = None
 
-    def settle(self, stopped):
-        """The task stopped on the signal and saved what it owns (``stopped``: the words
-        of its stop, e.g. ``str(Preempted)``): what remains is TensorFlow's close."""
-        self.stopped = stopped
+    def settle(self, stopped, saved=None):
+        """The task stopped on the signal: ``stopped()`` gives the words of its stop (e.g.
+        ``str(Preempted)``), and ``saved()`` (None: nothing to save) tells once it has
+        saved what it owns. From then on what remains is TensorFlow's close."""
+        self.stopped, self.saved_stop = stopped, saved
         self._settled.set()
 
     def wait_settled(self, seconds):
@@ -121,16 +122,24 @@ def _bound_stop(prog, signum, started, bound, left, deadline):
             saved = deadline.describe_saved()
             _end(prog, signum, started, "stopped",
                  "still blocked in TensorFlow" + (f"; {saved}" if saved else ""))
-        if deadline.wait_settled(min(remaining, _PROBE_SECONDS)):
+        if deadline.wait_settled(min(remaining, _PROBE_SECONDS)) and _saved(deadline):
             if not left.wait(min(SETTLED_SECONDS, max(started + bound - time.monotonic(),
                                                       0))):
-                print(f"{prog}: {deadline.stopped} (run again with the same --model-dir to "
-                      f"resume; ended {SETTLED_SECONDS} s into TensorFlow's session close, "
-                      "which can block once a peer has gone)", file=sys.stderr)
+                print(f"{prog}: {deadline.stopped()} (run again with the same --model-dir "
+                      f"to resume; ended {SETTLED_SECONDS} s into TensorFlow's session "
+                      "close, which can block once a peer has gone)", file=sys.stderr)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(128 + signum)
             return
+
+
+def _saved(deadline):
+    """Whether a settled task has saved what it owns (False when that cannot be read)."""
+    try:
+        return deadline.saved_stop is None or deadline.saved_stop()
+    except Exception:  # pylint: disable=broad-except
+        return False  # The bound still ends it.
 
 
 def _wait_for_signal(read_fd):

@@ -309,13 +309,12 @@ def _train(estimator, settings, strategy, data, progress, on_stopped):
     # The strategy's hooks first: under collectives a re-created session ends the run with
     # one line (PeerLostError) before the progress hook would report the recovery.
     train_hooks = strategy.train_hooks() + [progress]
-    settle_hooks, settle_listeners = _settling(strategy, train_hooks, on_stopped)
+    settle = _settling(strategy, estimator.model_dir, train_hooks, on_stopped)
     if strategy.kind.cluster:
         tf.estimator.train_and_evaluate(
             estimator,
             tf.estimator.TrainSpec(train_fn, max_steps=settings.max_steps,
-                                   hooks=train_hooks + settle_hooks,
-                                   saving_listeners=settle_listeners),
+                                   hooks=train_hooks + settle),
             tf.estimator.EvalSpec(eval_fn, steps=settings.eval_steps,
                                   throttle_secs=_EVAL_THROTTLE_SECONDS, start_delay_secs=0))
         return _final_eval(estimator.model_dir, settings.max_steps)
@@ -323,33 +322,34 @@ def _train(estimator, settings, strategy, data, progress, on_stopped):
     stops = _eval_stops(_checkpoint_step(estimator.model_dir), settings.max_steps,
                         settings.save_checkpoints_steps)
     for stop in stops:
-        estimator.train(train_fn, max_steps=stop, **_saving(
-            estimator, strategy, train_hooks + settle_hooks, settle_listeners))
+        estimator.train(train_fn, max_steps=stop,
+                        **_saving(estimator, strategy, train_hooks, settle))
         metrics = _to_python(estimator.evaluate(eval_fn, steps=settings.eval_steps))
     return metrics
 
 
-def _settling(strategy, train_hooks, on_stopped):
-    """(hooks, saving listeners) that call ``on_stopped`` once a stop on a signal has
-    saved what this task owns (none without ``on_stopped``)."""
+def _settling(strategy, model_dir, train_hooks, on_stopped):
+    """The hook, last of a ``train`` call's, that tells ``on_stopped`` of a stop on a
+    signal (``hooks.SettleOnStopHook``), in a list; none without ``on_stopped``."""
     preemption = next((h for h in train_hooks if isinstance(h, PreemptionHook)), None)
     if on_stopped is None or preemption is None:
-        return [], []
-    return hooks.settle_on_stop(preemption, on_stopped, saves=strategy.is_chief)
+        return []
+    step = (lambda: _checkpoint_step(model_dir)) if strategy.is_chief else None
+    return [hooks.SettleOnStopHook(preemption, on_stopped, checkpoint_step=step)]
 
 
-def _saving(estimator, strategy, train_hooks, extra_listeners):
+def _saving(estimator, strategy, train_hooks, last_hooks):
     """The hooks and saving listeners of one ``train`` call.
 
     Its checkpoint saver leaves the graph out of the events file, which gets it once, when
     the process opens its writer. TPUEstimator adds a saver of its own whatever the hooks,
     so under "tpu" Estimator's saver is kept (and writes the graph at every call).
     """
-    listeners = [hooks.FiniteWeightsListener()] + extra_listeners
+    listeners = [hooks.FiniteWeightsListener()]
     if strategy.kind.tpu:
-        return {"hooks": train_hooks, "saving_listeners": listeners}
+        return {"hooks": train_hooks + last_hooks, "saving_listeners": listeners}
     saver = checkpoint_saver.CheckpointSaverHook(estimator.config, listeners=listeners)
-    return {"hooks": train_hooks + [saver]}
+    return {"hooks": train_hooks + [saver] + last_hooks}
 
 
 @dataclasses.dataclass(frozen=True)

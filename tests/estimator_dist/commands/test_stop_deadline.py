@@ -292,7 +292,8 @@ def test_bounded_settled_task_blocked_in_close_ends_soon_with_its_stop_line():
             "from estimator_dist.commands import stop_deadline\n"
             "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
             "    def stop(signum, frame):\n"
-            "        deadline.settle('SIGTERM: stopped training at step 7; saved checkpoint m')\n"
+            "        deadline.settle(lambda: 'SIGTERM: stopped training at step 7; saved '\n"
+            "                        'checkpoint m')\n"
             "    signal.signal(signal.SIGTERM, stop)\n"
             "    print('ready', flush=True)\n"
             "    while True:\n"
@@ -307,12 +308,32 @@ def test_bounded_settled_task_blocked_in_close_ends_soon_with_its_stop_line():
 
 
 @pytest.mark.timeout(60)
+def test_bounded_settled_chief_waits_for_its_checkpoint_before_the_close_counts():
+    """A chief settles before its saver has written the stop step (under multi_worker the
+    saver's ``end`` comes after the training hooks): its 2 s start once ``saved()``."""
+    code = ("import signal, time\n"
+            "from estimator_dist.commands import stop_deadline\n"
+            "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
+            "    def stop(signum, frame):\n"
+            "        at = time.monotonic() + 4\n"
+            "        deadline.settle(lambda: 'stopped', lambda: time.monotonic() > at)\n"
+            "    signal.signal(signal.SIGTERM, stop)\n"
+            "    print('ready', flush=True)\n"
+            "    while True:\n"
+            "        time.sleep(60)\n")
+    exit_code, seconds, stderr = _run_signalled(code)
+    assert exit_code == 128 + signal.SIGTERM
+    assert 4 + stop_deadline.SETTLED_SECONDS <= seconds < 15
+    assert stderr.startswith("prog: stopped (run again with the same --model-dir")
+
+
+@pytest.mark.timeout(60)
 def test_bounded_settled_task_that_ends_by_itself_prints_nothing_more():
     code = ("import signal, sys, time\n"
             "from estimator_dist.commands import stop_deadline\n"
             "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
             "    def stop(signum, frame):\n"
-            "        deadline.settle('SIGTERM: stopped training at step 7')\n"
+            "        deadline.settle(lambda: 'SIGTERM: stopped training at step 7')\n"
             "        raise SystemExit(143)\n"
             "    signal.signal(signal.SIGTERM, stop)\n"
             "    print('ready', flush=True)\n"

@@ -55,6 +55,40 @@ def run_python(args, *, timeout, env=None, cwd=None):
                           timeout=timeout, env=full_env, cwd=cwd or REPO_ROOT)
 
 
+def run_pythons(args_list, *, timeout, env=None):
+    """Runs ``python ARGS`` for each ARGS of ``args_list`` at once (for independent runs
+    whose time is mostly TensorFlow's import and start); returns a CompletedProcess each,
+    in order. Raises TimeoutExpired if any takes longer than ``timeout`` seconds."""
+    full_env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    full_env.update(env or {})
+    processes = [subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=full_env,
+                                  cwd=REPO_ROOT) for args in args_list]
+    results = [None] * len(processes)
+
+    def communicate(index):
+        try:
+            results[index] = processes[index].communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as error:
+            results[index] = error
+
+    threads = [threading.Thread(target=communicate, args=(i,)) for i in range(len(processes))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [subprocess.CompletedProcess(process.args, process.returncode, out, err)
+            for process, (out, err) in zip(processes, results)]
+
+
 def assert_passes_under_tf1_behaviour(test_file, *pytest_args, timeout):
     """Runs the tests of ``test_file`` again in a process that calls
     ``tf.compat.v1.disable_v2_behavior()`` first (what legacy scripts do; it can only

@@ -89,6 +89,36 @@ def run_pythons(args_list, *, timeout, env=None):
             for process, (out, err) in zip(processes, results)]
 
 
+def selected_values(request, name):
+    """The values of parameter ``name`` of the tests of this test function, other
+    parameters as in this test, that this session runs (this test's value among them)."""
+    mine = request.node.callspec.params
+    values = []
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if (callspec is None or getattr(item, "originalname", None) != request.node.originalname
+                or item.path != request.node.path):
+            continue
+        if all(callspec.params.get(k) == v for k, v in mine.items() if k != name):
+            values.append(callspec.params[name])
+    return values
+
+
+_TOGETHER = {}
+
+
+def run_together(args_by_key, key, *, timeout, env=None):
+    """The CompletedProcess of ``python args_by_key[key]``. Those of ``args_by_key`` not run
+    yet in this session run first, at once (``run_pythons``); keys name a run across the
+    tests that share it (a sibling test's run uses a model dir of its own)."""
+    todo = [k for k in args_by_key if k not in _TOGETHER]
+    if todo:
+        for k, result in zip(todo, run_pythons([args_by_key[k] for k in todo],
+                                               timeout=timeout, env=env)):
+            _TOGETHER[k] = result
+    return _TOGETHER[key]
+
+
 def assert_passes_under_tf1_behaviour(test_file, *pytest_args, timeout):
     """Runs the tests of ``test_file`` again in a process that calls
     ``tf.compat.v1.disable_v2_behavior()`` first (what legacy scripts do; it can only

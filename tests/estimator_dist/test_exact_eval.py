@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from estimator_dist.commands import events
+from tests.conftest import run_together, selected_values
 from tests.estimator_dist.exact_eval_job import CLUSTER_STEPS, NUM_EXAMPLES
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
@@ -17,9 +18,15 @@ _EVALUATIONS = 20
 _BEHAVIOURS = ["tf2", "tf1"]
 
 
-def _counts(python_run, model_dir, behaviour, input_kind, wiring):
-    result = python_run(["-m", "tests.estimator_dist.exact_eval_job", model_dir, behaviour,
-                         input_kind, wiring, str(_EVALUATIONS)], timeout=240)
+def _counts(request, tmp_path_factory, behaviour, input_kind, wiring):
+    """The counts of the run of ``behaviour``; the other behaviour's, when this session
+    runs its test too, runs at the same time (two independent single processes)."""
+    args = {("exact_eval", b, input_kind, wiring): [
+                "-m", "tests.estimator_dist.exact_eval_job",
+                str(tmp_path_factory.mktemp(f"exact_eval_{b}_{input_kind}") / "model"), b,
+                input_kind, wiring, str(_EVALUATIONS)]
+            for b in selected_values(request, "behaviour")}
+    result = run_together(args, ("exact_eval", behaviour, input_kind, wiring), timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     line = [line for line in result.stdout.splitlines() if line.startswith("COUNTS ")][-1]
     return [int(n) for n in line.split()[1:]]
@@ -27,9 +34,9 @@ def _counts(python_run, model_dir, behaviour, input_kind, wiring):
 
 @pytest.mark.parametrize("input_kind", ["legacy", "context"])
 @pytest.mark.parametrize("behaviour", _BEHAVIOURS)
-def test_mirrored_evaluate_counts_every_example_each_time(python_run, model_dir, behaviour,
-                                                          input_kind):
-    counts = _counts(python_run, model_dir, behaviour, input_kind, "package")
+def test_mirrored_evaluate_counts_every_example_each_time(request, tmp_path_factory,
+                                                          behaviour, input_kind):
+    counts = _counts(request, tmp_path_factory, behaviour, input_kind, "package")
     assert counts == [NUM_EXAMPLES] * _EVALUATIONS
 
 

@@ -10,7 +10,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 import estimator_dist
 from estimator_dist import precision
 from estimator_dist.mends import loss_scaling
-from tests.conftest import run_python
+from tests.conftest import run_python, run_pythons
 from tests.estimator_dist import precision_job
 
 # Eval losses after the same steps: bfloat16 within 2 % of float32, or within 0.02 where the
@@ -216,23 +216,25 @@ def _job_output(stdout, key):
     return values[0]
 
 
-def _run_job(tmp_path, strategy, mixed, behaviour, model="layers"):
+def _job_args(tmp_path, strategy, mixed, behaviour, model="layers"):
     args = ["-m", "tests.estimator_dist.precision_job",
             str(tmp_path / f"{model}-{strategy}-{mixed}"), strategy, mixed, behaviour,
             f"model={model}"]
     if strategy == "multi_worker":
         args = ["-m", "estimator_dist.launch", "--workers", "2", "--timeout",
                 str(_CLUSTER_TIMEOUT), "--", "python", *args]
-    done = run_python(args, timeout=_CLUSTER_TIMEOUT + 60)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return done.stdout
+    return args
 
 
 def _check_bfloat16_against_float32(tmp_path, strategy, behaviour, model):
     """The same eval loss after the same steps, read by a float32 Estimator from a float32
-    checkpoint; the matmuls ran in bfloat16 and nothing else did."""
-    full = _run_job(tmp_path, strategy, "float32", behaviour, model)
-    mixed = _run_job(tmp_path, strategy, "bfloat16", behaviour, model)
+    checkpoint; the matmuls ran in bfloat16 and nothing else did. The two runs are
+    independent processes (own model dir, own cluster): they run at once."""
+    done = run_pythons([_job_args(tmp_path, strategy, mixed, behaviour, model)
+                        for mixed in ("float32", "bfloat16")], timeout=_CLUSTER_TIMEOUT + 60)
+    for run in done:
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    full, mixed = (run.stdout for run in done)
     assert _close(_job_output(mixed, "LOSS"), _job_output(full, "LOSS"))
     assert _job_output(mixed, "DTYPES") == ["float32", "int64"]
     ops = _job_output(mixed, "OPS")

@@ -5,16 +5,16 @@ reports its own outcome line. "default", "mirrored" (2 replicas) and "tpu"
 (``TPUEstimator`` on CPU): the programs of a route and behaviour one after another in one
 process (TF's import is most of a program's time). "multi_worker" (two local worker
 processes) and "parameter_server" (chief, worker, ps): each program in its own cluster.
-TF1 behaviour is ``tf.compat.v1.disable_v2_behavior()`` at the top of the process.
+TF1 behaviour is ``tf.compat.v1.disable_v2_behavior()`` at the top of the process. The
+runs of a route under both behaviours are independent and start together.
 """
-import functools
 import json
 import math
 import re
 
 import pytest
 
-from tests.conftest import run_python
+from tests.conftest import run_pythons
 from tests.legacy import corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -57,15 +57,31 @@ def _batch(program, strategy):
     return tuple(p for p, outcomes in corpus.EXPECTED.items() if strategy in outcomes)
 
 
-@functools.lru_cache(maxsize=None)
-def _run_batch(programs, behaviour, strategy, model_dir):
-    """Runs ``programs`` in one process, or in each task of a local cluster."""
+def _batch_args(programs, behaviour, strategy, model_dir):
+    """The python arguments that run ``programs`` in one process, or in each task of a
+    local cluster."""
     args = _runner_args(programs, behaviour, strategy, model_dir)
     if strategy in _CLUSTER_TASKS:
         args = ["-m", "estimator_dist.launch", *_CLUSTER_TASKS[strategy][0],
                 "--timeout", str(_GROUP_TIMEOUT), "--", "python", *args]
-    done = run_python(args, timeout=_GROUP_TIMEOUT + 60)
-    return _parse(done.stdout), done.stdout[-3000:] + done.stderr[-3000:]
+    return args
+
+
+_RESULTS = {}  # (programs, behaviour, strategy) -> (outcomes, log)
+
+
+def _run_batches(keys, model_dir_of):
+    """Runs the batches ``keys`` (programs, behaviour, strategy) not run yet, at once: each
+    is its own process or its own local cluster (a launcher has its own network
+    namespace), and most of a run's time is TensorFlow's import and start."""
+    todo = [key for key in keys if key not in _RESULTS]
+    if todo:
+        done = run_pythons([_batch_args(*key, model_dir_of(*key)) for key in todo],
+                           timeout=_GROUP_TIMEOUT + 60)
+        for key, result in zip(todo, done):
+            _RESULTS[key] = (_parse(result.stdout),
+                             result.stdout[-3000:] + result.stderr[-3000:])
+    return [_RESULTS[key] for key in keys]
 
 
 def _check_trained(result, chief, program, strategy):
@@ -92,13 +108,24 @@ def corpus_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("legacy_corpus")
 
 
+def _selected_behaviours(request, program, strategy):
+    """The behaviours of this route whose tests this session runs (this test's among
+    them): their batches run together."""
+    name = request.node.originalname
+    ids = {item.name for item in request.session.items}
+    return [b for b in corpus.BEHAVIOURS if f"{name}[{program}-{strategy}-{b}]" in ids]
+
+
 @pytest.mark.parametrize("behaviour", corpus.BEHAVIOURS)
 @pytest.mark.parametrize("program,strategy", _ROUTES)
-def test_program_outcome_matches_table(program, strategy, behaviour, corpus_dir):
+def test_program_outcome_matches_table(program, strategy, behaviour, corpus_dir, request):
     expected = corpus.EXPECTED[program][strategy]
     programs = _batch(program, strategy)
-    outcomes, log = _run_batch(programs, behaviour, strategy,
-                               str(corpus_dir / f"{behaviour}_{strategy}_{programs[0]}"))
+    behaviours = _selected_behaviours(request, program, strategy) or [behaviour]
+    results = _run_batches(
+        [(programs, b, strategy) for b in behaviours],
+        lambda programs, b, strategy: str(corpus_dir / f"{b}_{strategy}_{programs[0]}"))
+    outcomes, log = results[behaviours.index(behaviour)]
     tasks = _CLUSTER_TASKS[strategy][1] if strategy in _CLUSTER_TASKS else ("",)
     if expected == corpus.TRAINS:
         for task in tasks:

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from estimator_dist.hooks import divergence
+from tests.conftest import run_together, selected_values
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 
@@ -15,15 +16,29 @@ _ERROR = ("estimator_dist.hooks.divergence.ReplicaDivergenceError: variable {nam
           "same value on every one of the {place}, but its copies differ by ")
 
 
+def _mirrored_args(model_dir, behaviour, update):
+    return ["-m", "tests.estimator_dist.divergence_job", model_dir, behaviour, "mirrored",
+            update, "120"]
+
+
 def _mirrored(python_run, model_dir, behaviour, update):
-    return python_run(["-m", "tests.estimator_dist.divergence_job", model_dir, behaviour,
-                       "mirrored", update, "120"], timeout=180)
+    return python_run(_mirrored_args(model_dir, behaviour, update), timeout=180)
+
+
+def _mirrored_both_behaviours(request, tmp_path_factory, behaviour, update):
+    """The run of ``behaviour``; the other behaviour's, when this session runs its test
+    too, runs at the same time (two independent single processes)."""
+    args = {("divergence", b, update): _mirrored_args(
+                str(tmp_path_factory.mktemp(f"divergence_{b}_{update}") / "model"), b, update)
+            for b in selected_values(request, "behaviour")}
+    return run_together(args, ("divergence", behaviour, update), timeout=180)
 
 
 @pytest.mark.parametrize("behaviour", ["tf2", "tf1"])
-def test_mirrored_per_replica_assigning_optimizer_stops_with_one_line(python_run, model_dir,
+def test_mirrored_per_replica_assigning_optimizer_stops_with_one_line(request,
+                                                                      tmp_path_factory,
                                                                       behaviour):
-    result = _mirrored(python_run, model_dir, behaviour, "assigning")
+    result = _mirrored_both_behaviours(request, tmp_path_factory, behaviour, "assigning")
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(_ERROR.format(name="kernel", place="replicas")), last
@@ -50,9 +65,9 @@ def test_mirrored_assign_in_model_fn_names_the_variable(python_run, model_dir):
 
 @pytest.mark.parametrize("update", ["standard", "aggregated"])
 @pytest.mark.parametrize("behaviour", ["tf2", "tf1"])
-def test_mirrored_aggregated_updates_not_flagged(python_run, model_dir, behaviour, update):
+def test_mirrored_aggregated_updates_not_flagged(request, tmp_path_factory, behaviour, update):
     """A v1 optimizer's minimize, and the documented fix of the assigning optimizer."""
-    result = _mirrored(python_run, model_dir, behaviour, update)
+    result = _mirrored_both_behaviours(request, tmp_path_factory, behaviour, update)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "FINISHED" in result.stdout
     assert "ReplicaDivergenceError" not in result.stderr

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_dist.mends import input_end
-from tests.conftest import run_python
+from tests.conftest import HANG_MARGIN_SECONDS, WatchedPython
 
 
 def _elements(dataset):
@@ -84,11 +84,15 @@ print("FINISHED", flush=True)
 @pytest.mark.timeout(200)
 def test_plain_multi_worker_uneven_shards_never_end(model_dir):
     """The failure ``input_end`` mends: with plain TensorFlow the worker with the longer
-    shard waits in its next all-reduce for a worker whose input ended; it never ends."""
-    result = run_python(["-m", "estimator_dist.launch", "--workers", "2", "--timeout", "90",
-                         "--", sys.executable, "-c", _PLAIN_UNEVEN.format(model_dir=model_dir)],
-                        timeout=150)
-    assert result.returncode != 0
-    assert re.search(r"^\[worker 1\] FINISHED", result.stdout, re.M), result.stdout[-2000:]
-    assert not re.search(r"^\[worker 0\] FINISHED", result.stdout, re.M)
+    shard waits in its next all-reduce for a worker whose input ended; it never ends.
 
+    Shown as: worker 1 finishes, and ``HANG_MARGIN_SECONDS`` later worker 0 has not (its
+    steps done as well, it would end within seconds of worker 1)."""
+    with WatchedPython(["-m", "estimator_dist.launch", "--workers", "2", "--timeout", "150",
+                        "--", sys.executable, "-c",
+                        _PLAIN_UNEVEN.format(model_dir=model_dir)]) as cluster:
+        assert cluster.wait_for_line(r"^\[worker 1\] FINISHED", 120), cluster.output[-2000:]
+        cluster.outlives(HANG_MARGIN_SECONDS)
+        code = cluster.process.poll()  # None: still running.
+    assert code != 0, cluster.output[-2000:]
+    assert not re.search(r"^\[worker 0\] FINISHED", cluster.output, re.M)

@@ -283,45 +283,44 @@ def test_train_saved_words_by_role(monkeypatch, tmp_path, task_type, index, chie
                      else stop_deadline.WRITES_NO_CHECKPOINTS)
 
 
+# A task whose SIGTERM handler settles the deadline (as the CLI's last training hook does),
+# saved ``saved_after`` seconds later, and then stays blocked or ends (``then``).
+_SETTLING = ("import signal, time\n"
+             "from estimator_dist.commands import stop_deadline\n"
+             "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
+             "    def stop(signum, frame):\n"
+             "        at = time.monotonic() + {saved_after}\n"
+             "        deadline.settle(lambda: {words!r}, lambda: time.monotonic() > at)\n"
+             "{then}"
+             "    signal.signal(signal.SIGTERM, stop)\n"
+             "    print('ready', flush=True)\n"
+             "    while True:\n"
+             "        time.sleep(60)\n")
+_BLOCKS_ON = ""  # Stays blocked, as in TensorFlow's session close after a peer has gone.
+_ENDS = "        raise SystemExit(143)\n"
+
+
 @pytest.mark.timeout(60)
 def test_bounded_settled_task_blocked_in_close_ends_soon_with_its_stop_line():
-    """A task that stopped on the signal and saved (``Deadline.settle``), then blocks (as
-    in TensorFlow's session close after a peer has gone), ends ``SETTLED_SECONDS`` later
-    with the line of its stop, long before the bound."""
-    code = ("import signal, time\n"
-            "from estimator_dist.commands import stop_deadline\n"
-            "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
-            "    def stop(signum, frame):\n"
-            "        deadline.settle(lambda: 'SIGTERM: stopped training at step 7; saved '\n"
-            "                        'checkpoint m')\n"
-            "    signal.signal(signal.SIGTERM, stop)\n"
-            "    print('ready', flush=True)\n"
-            "    while True:\n"
-            "        time.sleep(60)\n")
-    exit_code, seconds, stderr = _run_signalled(code)
+    """A task that stopped on the signal and saved, then blocks, ends ``SETTLED_SECONDS``
+    later with the line of its stop, long before the bound."""
+    words = "SIGTERM: stopped training at step 7; saved checkpoint m"
+    exit_code, seconds, stderr = _run_signalled(
+        _SETTLING.format(saved_after=0, words=words, then=_BLOCKS_ON))
     assert exit_code == 128 + signal.SIGTERM
     assert stop_deadline.SETTLED_SECONDS <= seconds < 10
     assert stderr.strip() == (
-        "prog: SIGTERM: stopped training at step 7; saved checkpoint m (run again with the "
-        f"same --model-dir to resume; ended {stop_deadline.SETTLED_SECONDS} s into "
-        "TensorFlow's session close, which can block once a peer has gone)")
+        f"prog: {words} (run again with the same --model-dir to resume; ended "
+        f"{stop_deadline.SETTLED_SECONDS} s into TensorFlow's session close, which can "
+        "block once a peer has gone)")
 
 
 @pytest.mark.timeout(60)
 def test_bounded_settled_chief_waits_for_its_checkpoint_before_the_close_counts():
     """A chief settles before its saver has written the stop step (under multi_worker the
     saver's ``end`` comes after the training hooks): its 2 s start once ``saved()``."""
-    code = ("import signal, time\n"
-            "from estimator_dist.commands import stop_deadline\n"
-            "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
-            "    def stop(signum, frame):\n"
-            "        at = time.monotonic() + 4\n"
-            "        deadline.settle(lambda: 'stopped', lambda: time.monotonic() > at)\n"
-            "    signal.signal(signal.SIGTERM, stop)\n"
-            "    print('ready', flush=True)\n"
-            "    while True:\n"
-            "        time.sleep(60)\n")
-    exit_code, seconds, stderr = _run_signalled(code)
+    exit_code, seconds, stderr = _run_signalled(
+        _SETTLING.format(saved_after=4, words="stopped", then=_BLOCKS_ON))
     assert exit_code == 128 + signal.SIGTERM
     assert 4 + stop_deadline.SETTLED_SECONDS <= seconds < 15
     assert stderr.startswith("prog: stopped (run again with the same --model-dir")
@@ -329,16 +328,8 @@ def test_bounded_settled_chief_waits_for_its_checkpoint_before_the_close_counts(
 
 @pytest.mark.timeout(60)
 def test_bounded_settled_task_that_ends_by_itself_prints_nothing_more():
-    code = ("import signal, sys, time\n"
-            "from estimator_dist.commands import stop_deadline\n"
-            "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
-            "    def stop(signum, frame):\n"
-            "        deadline.settle(lambda: 'SIGTERM: stopped training at step 7')\n"
-            "        raise SystemExit(143)\n"
-            "    signal.signal(signal.SIGTERM, stop)\n"
-            "    print('ready', flush=True)\n"
-            "    time.sleep(60)\n")
-    exit_code, seconds, stderr = _run_signalled(code)
+    exit_code, seconds, stderr = _run_signalled(
+        _SETTLING.format(saved_after=0, words="stopped", then=_ENDS))
     assert exit_code == 143 and seconds < stop_deadline.SETTLED_SECONDS
     assert stderr == ""
 

@@ -1,5 +1,6 @@
 """The soak's peer: the CLI's dense model trained by a plain ``tf.estimator.Estimator`` with
-a plain ``RunConfig``, nothing of estimator_dist in the run, until it is stopped.
+a plain ``RunConfig`` until it is stopped: of estimator_dist only its data and model
+tables, no config, mend or hook.
 
     python benchmarks/_plain_estimator.py --model-dir DIR
 

@@ -49,7 +49,8 @@ CASES = {
     "lstm": _TRAIN + ["--model", "lstm", "--strategy", "default"],
     f"legacy {_LEGACY}": [sys.executable, "-c", _LEGACY_MAIN, _LEGACY, "--behaviour", "tf1",
                           "--strategy", "default"],
-    # The peer: the dense model under a plain Estimator and RunConfig, no estimator_dist.
+    # The peer: the dense model under a plain Estimator and RunConfig (no config, mend or
+    # hook of estimator_dist).
     "plain-tf default": [sys.executable, os.path.join(_REPO, "benchmarks",
                                                       "_plain_estimator.py")],
 }

@@ -99,6 +99,14 @@ def test_soak_benchmark_prints_a_row_per_task_and_keeps_work_dir(python_run, tmp
                      r"restored an older checkpoint\)$", judged.stdout, re.M), judged.stdout
 
 
+def test_soak_peer_case_trains_a_plain_estimator(python_run, tmp_path):
+    result = python_run(["benchmarks/soak.py", "--cases", "plain-tf default", "--seconds",
+                         "12", "--interval", "2", "--work-dir", str(tmp_path)], timeout=120)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    assert re.search(r"^  _plain_estimator \(\d+\) +\d+/\d+/\d+, ", result.stdout, re.M), \
+        result.stdout
+
+
 @pytest.mark.multi_process
 @pytest.mark.timeout(300)
 def test_scaling_benchmark_reports_each_case_and_a_breakdown(python_run):

@@ -24,6 +24,9 @@ _LONG_RUN = ["--max-steps", "1000000", "--no-export"]
 _STOPPED = (r"(?P<signal>SIG\w+): stopped training at step (?P<step>\d+); "
             r"(saved checkpoint (?P<checkpoint>\S+)|the chief saves the checkpoint)")
 _RESUME = r" \(run again with the same --model-dir to resume\)"
+# A task of a cluster still in TensorFlow's session close 2 s after it saved ends then.
+_RESUME_IN_CLUSTER = (r" \(run again with the same --model-dir to resume(; ended \d+ s into "
+                      r"TensorFlow's session close, which can block once a peer has gone)?\)")
 
 
 def _env():
@@ -104,7 +107,7 @@ def test_launch_two_workers_sigterm_stops_both_and_chief_saves(tmp_path):
     assert seconds < _SAVE_SECONDS
     assert "Traceback" not in text
     stopped = {int(m["task"]): m for m in re.finditer(r"\[worker (?P<task>\d)\] [^\n]*?"
-                                                      + _STOPPED + _RESUME, text)}
+                                                      + _STOPPED + _RESUME_IN_CLUSTER, text)}
     assert sorted(stopped) == [0, 1], text[-3000:]
     step = int(stopped[0]["step"])
     assert int(stopped[1]["step"]) == step > 0  # Both stopped after the same step,

@@ -30,7 +30,7 @@ from estimator_dist.commands import restarts
 # Kubernetes' default grace period is 30 s; a task ends within 20 s of the signal.
 BOUND_SECONDS = 15
 # Once a task has stopped and saved what it owns, the time left to TensorFlow's session
-# close, which can block after a peer has gone (docs/cluster.md).
+# close, which can block after the save (docs/cluster.md).
 SETTLED_SECONDS = 2
 _PROBE_SECONDS = 0.2
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -127,7 +127,7 @@ def _bound_stop(prog, signum, started, bound, left, deadline):
                                                       0))):
                 print(f"{prog}: {deadline.stopped()} (run again with the same --model-dir "
                       f"to resume; ended {SETTLED_SECONDS} s into TensorFlow's session "
-                      "close, which can block once a peer has gone)", file=sys.stderr)
+                      "close, which can block after the save)", file=sys.stderr)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(128 + signum)

@@ -330,11 +330,10 @@ def _train(estimator, settings, strategy, data, progress, on_stopped):
 
 def _settling(strategy, model_dir, train_hooks, on_stopped):
     """The hook, last of a ``train`` call's, that tells ``on_stopped`` of a stop on a
-    signal (``hooks.SettleOnStopHook``), in a list: for a task of a cluster given
-    ``on_stopped``, else none."""
+    signal (``hooks.SettleOnStopHook``), in a list; none without ``on_stopped``."""
     preemption = next((h for h in train_hooks if isinstance(h, PreemptionHook)), None)
-    if on_stopped is None or preemption is None or not strategy.kind.cluster:
-        return []  # A single process has no peer to leave its close waiting.
+    if on_stopped is None or preemption is None:
+        return []
     step = (lambda: _checkpoint_step(model_dir)) if strategy.is_chief else None
     return [hooks.SettleOnStopHook(preemption, on_stopped, checkpoint_step=step)]
 

@@ -296,7 +296,7 @@ _SETTLING = ("import signal, time\n"
              "    print('ready', flush=True)\n"
              "    while True:\n"
              "        time.sleep(60)\n")
-_BLOCKS_ON = ""  # Stays blocked, as in TensorFlow's session close after a peer has gone.
+_BLOCKS_ON = ""  # Stays blocked, as TensorFlow's session close can after the save.
 _ENDS = "        raise SystemExit(143)\n"
 
 
@@ -312,7 +312,7 @@ def test_bounded_settled_task_blocked_in_close_ends_soon_with_its_stop_line():
     assert stderr.strip() == (
         f"prog: {words} (run again with the same --model-dir to resume; ended "
         f"{stop_deadline.SETTLED_SECONDS} s into TensorFlow's session close, which can "
-        "block once a peer has gone)")
+        "block after the save)")
 
 
 @pytest.mark.timeout(60)

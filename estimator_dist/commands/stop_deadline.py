@@ -38,24 +38,26 @@ WRITES_NO_CHECKPOINTS = "this task writes no checkpoints; the chief does"
 
 
 class Deadline:
-    """What ``bounded`` yields: what the line printed at the bound says is saved.
+    """What ``bounded`` yields: what the line printed at the bound says is saved, and
+    whether the task has settled (``settle``).
 
     Attributes:
       saved: None, or a callable returning those words, e.g. ``newest_checkpoint(dir)``
         or ``WRITES_NO_CHECKPOINTS``. It is called at the bound, so it sees the
         checkpoint saved after the signal.
+      stopped, has_saved: the callables given to ``settle``.
     """
 
     def __init__(self):
         self.saved = None
         self._settled = threading.Event()
-        self.stopped = self.saved_stop = None
+        self.stopped = self.has_saved = None
 
     def settle(self, stopped, saved=None):
         """The task stopped on the signal: ``stopped()`` gives the words of its stop (e.g.
         ``str(Preempted)``), and ``saved()`` (None: nothing to save) tells once it has
         saved what it owns. From then on what remains is TensorFlow's close."""
-        self.stopped, self.saved_stop = stopped, saved
+        self.stopped, self.has_saved = stopped, saved
         self._settled.set()
 
     def wait_settled(self, seconds):
@@ -137,7 +139,7 @@ def _bound_stop(prog, signum, started, bound, left, deadline):
 def _saved(deadline):
     """Whether a settled task has saved what it owns (False when that cannot be read)."""
     try:
-        return deadline.saved_stop is None or deadline.saved_stop()
+        return deadline.has_saved is None or deadline.has_saved()
     except Exception:  # pylint: disable=broad-except
         return False  # The bound still ends it.
 

@@ -3,6 +3,8 @@
 The test process gets four logical CPU devices before anything starts the TF runtime,
 so mirrored tests with 2 and 4 replicas run in-process.
 """
+import concurrent.futures
+import json
 import os
 import re
 import signal
@@ -47,12 +49,46 @@ def model_dir(tmp_path):
     return str(tmp_path / "model")
 
 
+def handles_signal(pid, signum):
+    """Whether process ``pid`` has installed a handler for ``signum`` (its ``SigCgt``)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            caught = next(line for line in status if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(caught.split()[1], 16) >> (signum - 1) & 1)
+
+
 def run_python(args, *, timeout, env=None, cwd=None):
     """Runs ``python ARGS`` in a subprocess with a time limit; returns CompletedProcess."""
     full_env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     full_env.update(env or {})
     return subprocess.run([sys.executable, *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=cwd or REPO_ROOT)
+
+
+def worker_env(ports, index):
+    """The environment of worker ``index`` of a cluster of workers on 127.0.0.1 ``ports``."""
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    return dict(os.environ, TF_CONFIG=json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+
+
+def run_workers(commands, ports, timeout):
+    """Runs one command per worker (``worker_env``), each to its own end: no task is
+    stopped because another failed. Returns (stdout, stderr, exit code) of each."""
+    workers = [subprocess.Popen(command, env=worker_env(ports, i), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+               for i, command in enumerate(commands)]
+    # Both pipes are drained concurrently so that no worker blocks on a full pipe.
+    with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
+        futures = [pool.submit(worker.communicate, timeout=timeout) for worker in workers]
+        try:
+            outputs = [future.result() for future in futures]
+        finally:
+            for worker in workers:
+                worker.kill()
+    return [output + (worker.returncode,) for output, worker in zip(outputs, workers)]
 
 
 def run_pythons(args_list, *, timeout, env=None):

@@ -72,7 +72,7 @@ def test_lstm_streaming_benchmark_times_both_exports(python_run):
 
 def test_soak_benchmark_prints_a_row_per_task_and_keeps_work_dir(python_run, tmp_path):
     samples = tmp_path / "soak.json"
-    result = python_run(["benchmarks/soak.py", "--cases", "default", "--seconds", "12",
+    result = python_run(["benchmarks/soak.py", "--cases", "default", "--seconds", "25",
                          "--interval", "2", "--work-dir", str(tmp_path / "runs"),
                          "--json", str(samples)], timeout=120)
     assert result.returncode in (0, 1), result.stderr[-3000:]  # Too short to judge growth.

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from estimator_dist.commands import training
 from estimator_dist.commands.config import RunSettings
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, handles_signal
 from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")
@@ -264,7 +264,11 @@ def test_cli_process_sigterm_is_one_line_exit_143(tmp_path):
          "--model-dir", str(tmp_path / "m"), "--max-steps", "100000"],
         stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
-        time.sleep(8)
+        deadline = time.monotonic() + 60
+        while not handles_signal(process.pid, signal.SIGTERM):  # The CLI is up,
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(8)  # and into its data check (or training, on a fast machine).
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=60)
     finally:

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from estimator_dist.hooks import divergence
-from tests.conftest import run_together, selected_values
+from estimator_dist.commands.launch import free_ports
+from tests.conftest import run_together, run_workers, selected_values
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 
@@ -73,26 +74,26 @@ def test_mirrored_aggregated_updates_not_flagged(request, tmp_path_factory, beha
     assert "ReplicaDivergenceError" not in result.stderr
 
 
-def _two_workers(python_run, model_dir, update):
-    return python_run(["-m", "estimator_dist.launch", "--workers", "2", "--timeout", "150",
-                       "--", sys.executable, "-m", "tests.estimator_dist.divergence_job",
-                       model_dir, "tf2", "multi_worker", update, "120"], timeout=200)
+def _two_workers(model_dir, update):
+    """(stdout, stderr, exit code) of each worker, each run to its own end (a launcher
+    would stop the second worker as soon as the first failed)."""
+    command = [sys.executable, "-m", "tests.estimator_dist.divergence_job", model_dir, "tf2",
+               "multi_worker", update, "120"]
+    return run_workers([command] * 2, free_ports(2), 200)
 
 
-def test_multi_worker_per_replica_assigning_optimizer_stops_every_worker(python_run,
-                                                                         model_dir):
-    result = _two_workers(python_run, model_dir, "assigning")
-    assert result.returncode != 0
-    for worker in (0, 1):
-        assert (f"[worker {worker}] " + _ERROR.format(name="kernel", place="workers")
-                in result.stdout), result.stdout[-3000:]
+def test_multi_worker_per_replica_assigning_optimizer_stops_every_worker(model_dir):
+    for stdout, stderr, code in _two_workers(model_dir, "assigning"):
+        assert code != 0
+        assert _ERROR.format(name="kernel", place="workers") in stderr, stderr[-3000:]
+        assert "FINISHED" not in stdout
 
 
-def test_multi_worker_standard_optimizer_not_flagged(python_run, model_dir):
-    result = _two_workers(python_run, model_dir, "standard")
-    assert result.returncode == 0, result.stdout[-3000:]
-    assert result.stdout.count("FINISHED") == 2
-    assert "ReplicaDivergenceError" not in result.stdout
+def test_multi_worker_standard_optimizer_not_flagged(model_dir):
+    for stdout, stderr, code in _two_workers(model_dir, "standard"):
+        assert code == 0, stderr[-3000:]
+        assert "FINISHED" in stdout
+        assert "ReplicaDivergenceError" not in stderr
 
 
 def _hook_across_workers(checks):

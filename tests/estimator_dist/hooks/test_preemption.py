@@ -15,6 +15,7 @@ import time
 import pytest
 import tensorflow as tf
 
+from estimator_dist.commands.stop_deadline import WRITES_NO_CHECKPOINTS
 from estimator_dist.hooks.preemption import PreemptionHook
 from tests.conftest import REPO_ROOT
 
@@ -108,11 +109,16 @@ def test_launch_two_workers_sigterm_stops_both_and_chief_saves(tmp_path):
     assert "Traceback" not in text
     stopped = {int(m["task"]): m for m in re.finditer(r"\[worker (?P<task>\d)\] [^\n]*?"
                                                       + _STOPPED + _RESUME_OR_SETTLED, text)}
-    assert sorted(stopped) == [0, 1], text[-3000:]
+    assert 0 in stopped, text[-3000:]
     step = int(stopped[0]["step"])
-    assert int(stopped[1]["step"]) == step > 0  # Both stopped after the same step,
-    assert stopped[0]["checkpoint"] == os.path.join(model_dir, f"model.ckpt-{step}")
-    assert stopped[1]["checkpoint"] is None  # and only the chief saved it.
+    assert step > 0 and stopped[0]["checkpoint"] == os.path.join(model_dir,
+                                                                 f"model.ckpt-{step}")
+    if 1 in stopped:  # Both stopped after the same step, and only the chief saved it.
+        assert int(stopped[1]["step"]) == step and stopped[1]["checkpoint"] is None
+    else:  # Worker 1 can stay in TensorFlow once its peer has gone: the bound ends it.
+        assert re.search(r"^\[worker 1\] python -m estimator_dist\.train: SIGTERM: stopped "
+                         r"\d+ s after the signal \(.*" + re.escape(WRITES_NO_CHECKPOINTS)
+                         + r"\)$", text, re.M), text[-3000:]
     assert _checkpoint_steps(model_dir) == [0, step]
 
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from estimator_dist.commands import restarts
 from estimator_dist.commands.launch import free_ports
 from estimator_dist.hooks import peer_failure, watchdog
 from tests.conftest import REPO_ROOT
@@ -19,6 +20,7 @@ from tests.conftest import REPO_ROOT
 _COLLECTIVE_TIMEOUT = 20
 # A stalled survivor ends within the timeout, the watchdog's poll and the peer probe.
 _BOUND_SECONDS = _COLLECTIVE_TIMEOUT + watchdog._MAX_POLL_SECONDS + 2 * peer_failure.PROBE_SECONDS
+_SLACK_SECONDS = 5  # The threads' wake-ups and the exit on a loaded 2-core machine.
 
 
 def _settings_server():
@@ -147,7 +149,7 @@ def _start_workers(model_dir, tmp_path):
 
 def _wait_for_checkpoint(model_dir, step, workers, seconds):
     deadline = time.monotonic() + seconds
-    while not os.path.exists(os.path.join(model_dir, f"model.ckpt-{step}.index")):
+    while (restarts.checkpoint_step(model_dir) or 0) < step:  # (Older ones are deleted.)
         assert time.monotonic() < deadline, f"training never reached step {step}"
         assert all(w.poll() is None for w in workers), "a worker ended early"
         time.sleep(0.5)
@@ -173,7 +175,7 @@ def test_lost_peer_ends_survivor_within_bound_naming_it(model_dir, tmp_path, fau
             worker.wait()
     text = logs[0].read_text()
     assert code != 0, text[-2000:]
-    assert took < _BOUND_SECONDS, f"the survivor took {took:.0f} s"
+    assert took < _BOUND_SECONDS + _SLACK_SECONDS, f"the survivor took {took:.0f} s"
     assert re.search(rf"worker 1 at 127\.0\.0\.1:\d+ {state}", text), text[-3000:]
 
 

@@ -51,9 +51,10 @@ def test_graphs_do_not_accumulate_over_cycles(python_run, model_dir, how, model)
 def test_rss_stays_within_ten_percent_over_40_cycles(python_run, model_dir, model):
     """No collection is forced: the dead graphs (cyclic garbage) wait for Python's
     collector, so RSS saws up and down over about ten cycles (by ~40 MB for the lstm);
-    its peaks over the last ten cycles stay within 10 % of those over the first ten."""
+    its peak over the last 20 cycles stays within 10 % of that over the first 20 (halves
+    that each hold two of the collector's teeth)."""
     rss = [mb for (mb,) in _cycles(python_run, model_dir, "mended", model, 40, "rss", 280)]
-    assert max(rss[-10:]) <= 1.1 * max(rss[:10]), rss
+    assert max(rss[-20:]) <= 1.1 * max(rss[:20]), rss
 
 
 @tf.custom_gradient

@@ -11,7 +11,7 @@ import estimator_dist
 from estimator_dist.commands.launch import free_ports
 from estimator_dist.mends import steps_per_run
 from tests.estimator_dist import tf1_models
-from tests.estimator_dist.test_end_to_end import _run_workers
+from tests.conftest import run_workers
 
 _JOB = ["-m", "tests.estimator_dist.steps_per_run_job"]
 
@@ -109,7 +109,7 @@ def test_steps_per_run_trains_like_one_step_per_run(python_run, tmp_path, strate
 @pytest.mark.multi_process
 def test_steps_per_run_multi_worker_two_processes(tmp_path):
     command = [sys.executable, *_JOB, "multi_worker", str(tmp_path), "10"]
-    results = _run_workers([command] * 2, free_ports(2), 280)
+    results = run_workers([command] * 2, free_ports(2), 280)
     for stdout, stderr, code in results:
         assert code == 0, stderr[-3000:]
     chief = _result(results[0][0])[10]

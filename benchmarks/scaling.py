@@ -12,7 +12,11 @@ processes than the machine has cores):
 * ``1 process`` — no strategy, the whole global batch: the baseline.
 * ``1 process, half batch`` — no strategy, one worker's share of the batch: what each
   worker computes when there are two, the step time two workers could reach if the
-  all-reduce cost nothing.
+  all-reduce cost nothing and the other core sat idle.
+* ``2 lone processes, half batch`` — two such processes at once, one per core, that
+  never talk: what the machine gives two workers whose all-reduce cost nothing (the
+  cores share caches, memory bandwidth and perhaps a physical core); the first one's
+  steps are reported.
 * ``plain TF 2 workers`` — ``tf.distribute.MultiWorkerMirroredStrategy``
   with its defaults under a plain ``tf.estimator.RunConfig`` and ``train_and_evaluate``.
 * ``package 2 workers`` — ``estimator_dist.make_run_config("multi_worker")`` with its
@@ -48,7 +52,8 @@ TRACE_STEPS = 5
 # Ops that move tensors between tasks (parameter_server's variables and gradients).
 _TRANSFERS = ("_Recv", "_Send", "_HostRecv", "_HostSend")
 # kind -> case name; --plain-variants and --package-variants add cases of their kind.
-KINDS = {"alone": "1 process", "half": "1 process, half batch", "plain": "plain TF 2 workers",
+KINDS = {"alone": "1 process", "half": "1 process, half batch",
+         "pair": "2 lone processes, half batch", "plain": "plain TF 2 workers",
          "package": "package 2 workers", "ps": "parameter_server 2 workers + 1 ps"}
 BASELINE = KINDS["alone"]
 # Options of --plain-variants (CommunicationOptions) and --package-variants.
@@ -233,6 +238,8 @@ def _cluster(kind):
     """(cluster dict or None, [(task type, index)]) of a case of ``kind``."""
     if kind in ("alone", "half"):
         return None, [(None, 0)]
+    if kind == "pair":
+        return None, [(None, 0), (None, 1)]
     if kind == "ps":
         return {"chief": 1, "worker": 1, "ps": 1}, [("ps", 0), ("chief", 0), ("worker", 0)]
     return {"worker": 2}, [("worker", 0), ("worker", 1)]
@@ -289,7 +296,7 @@ def run_case(case, args, global_batch):
     """Runs ``case`` (name, kind, options) once and returns the chief's record (plus the
     other worker's traces under "peer_traces")."""
     _, kind, options = case
-    spec = {"system": "alone" if kind == "half" else kind,
+    spec = {"system": "alone" if kind in ("half", "pair") else kind,
             "batch": global_batch if kind == "alone" else global_batch // 2,
             "steps": args.steps, "dim": args.dim, "hidden_units": args.hidden_units,
             "options": options, "v1_behavior": args.v1_behavior}

@@ -112,10 +112,10 @@ def test_soak_peer_case_trains_a_plain_estimator(python_run, tmp_path):
 def test_scaling_benchmark_reports_each_case_and_a_breakdown(python_run):
     out = _run(python_run, "scaling.py", "--rounds", "1", "--steps", "8", "--warmup", "2",
                "--batch", "16", "--hidden-units", "4", "--no-collectives",
-               "--kinds", "alone",
+               "--kinds", "alone", "pair",
                "--package-variants", "all_reduce_dtype=bfloat16,all_reduce_bytes_per_pack=64")
     cases = re.findall(r"^  (.+?)\s+[\d.]+ ms/step\s+[\d,]+ examples/s\s+x[\d.]+ ", out, re.M)
-    assert cases == ["1 process",
+    assert cases == ["1 process", "2 lone processes, half batch",
                      "package 2 workers (all_reduce_dtype=bfloat16,all_reduce_bytes_per_pack=64)"]
     assert re.search(r"traced step \(ms\): compute [\d.]+, all-reduce [\d.]+, "
                      r"waiting [\d.]+, host [\d.]+", out)

@@ -1,6 +1,5 @@
 """The stall watchdog and the peer probe: a lost peer ends a multi-worker task within
 ``collective_timeout``, with one line naming the peer, and no thread per collective."""
-import json
 import os
 import re
 import signal
@@ -15,7 +14,7 @@ import pytest
 from estimator_dist.commands import restarts
 from estimator_dist.commands.launch import free_ports
 from estimator_dist.hooks import peer_failure, watchdog
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, worker_env
 
 _COLLECTIVE_TIMEOUT = 20
 # A stalled survivor ends within the timeout, the watchdog's poll and the peer probe.
@@ -132,11 +131,9 @@ def test_watchdog_leaves_process_out_of_training_alone(python_run, model_dir):
 def _start_workers(model_dir, tmp_path):
     """Two CLI workers of the dense model, each started alone as on two hosts."""
     ports = free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     workers, logs = [], []
     for index in range(2):
-        env = dict(os.environ, TF_CONFIG=json.dumps(
-            {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        env = worker_env(ports, index)
         logs.append(tmp_path / f"worker{index}.log")
         with open(logs[-1], "w") as log:
             workers.append(subprocess.Popen(

@@ -1,13 +1,16 @@
 # The image docs/cluster.md's manifests run: the package installed as `pip install .`
-# installs it (CPU TensorFlow), or over the GPU build of the same TensorFlow.
+# installs it on Python 3.12 (current TensorFlow with tf-keras), or over the GPU build of
+# the same TensorFlow.
 #
 #   docker build -t estimator-dist:0.1.0 .
 #   docker build --build-arg TENSORFLOW=gpu -t estimator-dist:0.1.0-gpu .
 #
-# The pins below are setup.py's (tests/test_dockerfile.py checks them).
-FROM python:3.11-slim
+# The GPU pin is setup.py's current-TensorFlow pin (tests/test_dockerfile.py checks it).
+# For TensorFlow 2.15 build FROM python:3.11-slim: setup.py then installs 2.15.
+FROM python:3.12-slim
 
-# cpu: setup.py's tensorflow-cpu; gpu: tensorflow[and-cuda] first, as docs/install.md says.
+# cpu: setup.py's wheels; gpu: the same TensorFlow with its CUDA libraries, as
+# docs/install.md says.
 ARG TENSORFLOW=cpu
 
 WORKDIR /opt/estimator-dist
@@ -18,9 +21,7 @@ COPY input_fns input_fns
 
 RUN case "$TENSORFLOW" in \
       cpu) pip install --no-cache-dir . ;; \
-      gpu) pip install --no-cache-dir "tensorflow[and-cuda]==2.15.1" \
-               "tensorflow-estimator==2.15.0" "numpy<2" tqdm PyYAML \
-           && pip install --no-cache-dir --no-deps . ;; \
+      gpu) pip install --no-cache-dir "tensorflow[and-cuda]>=2.16,<2.22" . ;; \
       *) echo "TENSORFLOW must be cpu or gpu. Received: TENSORFLOW=$TENSORFLOW" >&2; exit 2 ;; \
     esac
 

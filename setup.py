@@ -5,10 +5,21 @@ from setuptools import find_packages, setup
 
 _HERE = pathlib.Path(__file__).parent
 
-# The CPU wheel is the default: it installs on any Linux x86-64 box with pip alone.
-# On a GPU machine install `tensorflow[and-cuda]==2.15.1` first (see docs/install.md);
-# its `tensorflow` package provides the same modules.
-_TENSORFLOW = "tensorflow-cpu==2.15.1"
+# One coherent set of wheels per Python (docs/install.md says why):
+# - Python 3.9-3.11: TensorFlow 2.15, the last release with tf.estimator, on its CPU wheel,
+#   as the Estimator programs being brought here run today.
+# - Python 3.12-3.13: current TensorFlow (2.16-2.21; 2.15 has no wheel there) with tf-keras,
+#   which tensorflow-estimator's Keras and the TF1 layers need. tf-keras requires the full
+#   `tensorflow` wheel, so that is the wheel here (a CPU-only machine logs one line that no
+#   CUDA driver was found), never `tensorflow-cpu` beside it.
+# On a GPU machine see docs/install.md for each end.
+_TENSORFLOW = [
+    'tensorflow-cpu==2.15.1; python_version < "3.12"',
+    'numpy>=1.23,<2; python_version < "3.12"',
+    'tensorflow>=2.16,<2.22; python_version >= "3.12"',
+    'tf-keras>=2.16,<2.22; python_version >= "3.12"',
+    'numpy>=1.26; python_version >= "3.12"',
+]
 
 setup(
     name="estimator-dist",
@@ -22,11 +33,9 @@ setup(
     license="Apache-2.0",
     packages=find_packages(include=["estimator_dist", "estimator_dist.*", "model_fns",
                                     "model_fns.*", "input_fns", "input_fns.*"]),
-    python_requires=">=3.9,<3.12",
-    install_requires=[
-        _TENSORFLOW,
-        "tensorflow-estimator==2.15.*",
-        "numpy>=1.23,<2",
+    python_requires=">=3.9,<3.14",
+    install_requires=_TENSORFLOW + [
+        "tensorflow-estimator==2.15.0",
         "tqdm>=4.60",
         "PyYAML>=5.4",
     ],
@@ -47,6 +56,8 @@ setup(
         "Programming Language :: Python :: 3.9",
         "Programming Language :: Python :: 3.10",
         "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "License :: OSI Approved :: Apache Software License",
     ],
 )

@@ -6,10 +6,17 @@ Drop-in use::
     config = estimator_dist.make_run_config("mirrored", num_replicas=2, model_dir="/tmp/m")
     estimator = tf.estimator.Estimator(model_fn, config=config)
 
+On TensorFlow 2.16 and later, importing ``estimator_dist`` gives ``tf.estimator`` and
+``tf.compat.v1.estimator`` back (tensorflow-estimator 2.15.0, unmodified), with
+``tf.compat.v1.layers`` and ``tf.compat.v1.nn.rnn_cell`` from tf-keras: at once when
+TensorFlow is imported already, else as soon as it is (docs/install.md).
+
 Names are loaded on first use, so ``python -m estimator_dist.train`` can quiet
 TensorFlow's logging before TensorFlow is imported.
 """
 import importlib
+
+from estimator_dist import mends as _mends
 
 __version__ = "0.1.0"
 
@@ -36,6 +43,8 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
+
+_mends.install_on_import()
 
 
 def __getattr__(name):

@@ -24,7 +24,8 @@ _NOT_RECORDED = ("model_dir", "verbose")
 # and TPU settings describe where a run executes, so they come from the new invocation.
 CARRIED = ("model", "params", "batch_size", "train_data", "eval_data", "max_steps", "seed",
            "eval_steps", "save_checkpoints_steps", "export", "export_dir")
-_PACKAGES = ("estimator-dist", "tensorflow", "tensorflow-cpu", "tensorflow-estimator", "numpy")
+_PACKAGES = ("estimator-dist", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel",
+             "tensorflow-estimator", "tf-keras", "keras", "numpy")
 
 
 def path(model_dir):

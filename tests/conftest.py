@@ -260,3 +260,55 @@ class WatchedPython:
 def python_run():
     """``run_python`` as a fixture."""
     return run_python
+
+
+# The other supported TensorFlow end (2.15 here when this is current TF, and the reverse),
+# for the tests of what carries between them: its Python, with estimator-dist and its
+# TensorFlow installed. .ci/run builds both ends and names the other one here.
+OTHER_PYTHON_ENV = "ESTIMATOR_DIST_OTHER_PYTHON"
+_OTHER_VENVS = os.path.join(os.path.expanduser("~"), ".cache", "estimator-dist", "other-end")
+
+
+def _interpreter_of_the_other_end(current):
+    """A Python whose ``pip install .`` gives the other end, or None: 3.12+ gives current
+    TensorFlow, 3.9-3.11 gives 2.15 (setup.py)."""
+    versions = ("3.11", "3.10", "3.9") if current else ("3.12", "3.13")
+    roots = [os.path.join(os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv")),
+                          "versions")]
+    for version in versions:
+        for root in roots:
+            found = sorted(d for d in (os.listdir(root) if os.path.isdir(root) else [])
+                           if d == version or d.startswith(version + "."))
+            if found:
+                return os.path.join(root, found[-1], "bin", "python3")
+    return None
+
+
+def _build_other_end(python, venv):
+    """A venv of ``python`` with this checkout installed (kept for later runs)."""
+    marker = os.path.join(venv, "installed-from")
+    if os.path.exists(marker):
+        return os.path.join(venv, "bin", "python")
+    subprocess.run([python, "-m", "venv", venv], check=True, timeout=300)
+    pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--quiet"]
+    subprocess.run(pip + [REPO_ROOT], check=True, timeout=1800, capture_output=True)
+    with open(marker, "w", encoding="utf-8") as file:
+        file.write(REPO_ROOT)
+    return os.path.join(venv, "bin", "python")
+
+
+@pytest.fixture(scope="session")
+def other_end_python():
+    """The other TensorFlow end's Python: ``$ESTIMATOR_DIST_OTHER_PYTHON``, else a venv
+    built once from this checkout with a Python of the other end found under pyenv."""
+    if os.environ.get(OTHER_PYTHON_ENV):
+        return os.environ[OTHER_PYTHON_ENV]
+    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
+
+    current = mends.tensorflow_release() != "2.15"
+    python = _interpreter_of_the_other_end(current)
+    if python is None:
+        pytest.skip(f"no Python of the other TensorFlow end here: set {OTHER_PYTHON_ENV} to "
+                    "one with estimator-dist installed")
+    return _build_other_end(python, os.path.join(_OTHER_VENVS, "current" if not current
+                                                 else "legacy"))

@@ -9,7 +9,7 @@ import yaml
 from tests.conftest import REPO_ROOT
 
 _ROOT = pathlib.Path(REPO_ROOT)
-_PIN = re.compile(r'"(?P<name>[\w.\[\]-]+)(?P<spec>[=<>]=?[\w.*]+)"')
+_PIN = re.compile(r'"(?P<name>[\w.\[\]-]+)(?P<spec>[=<>]=?[\w.*,<>=]+)"')
 
 
 def _setup_call():
@@ -22,6 +22,8 @@ def _setup_call():
                 and isinstance(node.value, ast.Call) and node.value.func.id == "setup")
 
     def value(node):
+        if isinstance(node, ast.BinOp):  # list + list
+            return value(node.left) + value(node.right)
         return ast.literal_eval(names[node.id]) if isinstance(node, ast.Name) else (
             [value(element) for element in node.elts] if isinstance(node, ast.List)
             else ast.literal_eval(node))
@@ -30,13 +32,26 @@ def _setup_call():
             if keyword.arg in ("version", "install_requires", "python_requires")}
 
 
-def _requirements(pins):
-    """"tensorflow-cpu==2.15.1" -> {"tensorflow-cpu": "==2.15.1"}."""
-    return dict(re.fullmatch(r"([\w.\[\]-]+)(.*)", pin).groups() for pin in pins)
+def _requirements(pins, python):
+    """"tensorflow-cpu==2.15.1; python_version < '3.12'" -> {"tensorflow-cpu": "==2.15.1"}
+    for the pins whose marker holds on ``python`` ("3.11")."""
+    found = {}
+    for pin in pins:
+        requirement, _, marker = pin.partition(";")
+        held = re.fullmatch(r'\s*python_version (<|>=) "(\d+\.\d+)"\s*', marker)
+        if marker and not (_version(python) < _version(held[2])) == (held[1] == "<"):
+            continue
+        name, spec = re.fullmatch(r"([\w.\[\]-]+)(.*)", requirement.strip()).groups()
+        found[name] = spec
+    return found
 
 
 def _dockerfile():
     return (_ROOT / "Dockerfile").read_text(encoding="utf-8")
+
+
+def _image_python():
+    return re.search(r"^FROM python:(\d+\.\d+)-", _dockerfile(), re.MULTILINE)[1]
 
 
 def _gpu_pins():
@@ -53,14 +68,20 @@ def test_dockerfile_cpu_installs_like_readme_first_command():
 
 
 def test_dockerfile_gpu_pins_match_setup_py():
-    required = _requirements(_setup_call()["install_requires"])
+    required = _requirements(_setup_call()["install_requires"], _image_python())
     gpu = _gpu_pins()
-    assert gpu["tensorflow[and-cuda]"] == required["tensorflow-cpu"] == "==2.15.1"
-    estimator = required["tensorflow-estimator"]  # "==2.15.*"
-    assert gpu["tensorflow-estimator"].startswith(estimator.rstrip("*"))
-    assert gpu["numpy"] == "<2" and required["numpy"].endswith(",<2")
-    named = set(re.findall(r"\b(tqdm|PyYAML)\b", _dockerfile()))
-    assert named == {name for name in required if name in ("tqdm", "PyYAML")}
+    assert "tensorflow-cpu" not in required
+    assert gpu["tensorflow[and-cuda]"] == required["tensorflow"] == ">=2.16,<2.22"
+    assert required["tf-keras"] == required["tensorflow"]
+    assert required["tensorflow-estimator"] == "==2.15.0"
+
+
+def test_setup_py_installs_one_tensorflow_per_python():
+    pins = _setup_call()["install_requires"]
+    legacy, current = _requirements(pins, "3.11"), _requirements(pins, "3.12")
+    assert legacy["tensorflow-cpu"] == "==2.15.1" and "tensorflow" not in legacy
+    assert "tf-keras" not in legacy and legacy["numpy"].endswith(",<2")
+    assert "tensorflow-cpu" not in current and current["tensorflow"] == current["tf-keras"]
 
 
 def _version(text):
@@ -68,7 +89,7 @@ def _version(text):
 
 
 def test_dockerfile_python_within_python_requires():
-    image = re.search(r"^FROM python:(\d+\.\d+)-", _dockerfile(), re.MULTILINE)[1]
+    image = _image_python()
     low, high = re.fullmatch(r">=(\d+\.\d+),<(\d+\.\d+)",
                              _setup_call()["python_requires"]).groups()
     assert _version(low) <= _version(image) < _version(high)

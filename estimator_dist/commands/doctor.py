@@ -2,8 +2,9 @@
 
     python -m estimator_dist.doctor [--json]
 
-Prints the versions (Python, TensorFlow, tensorflow-estimator, numpy, estimator-dist), the
-devices (CPUs, GPUs, and the replicas a "mirrored" run would make), the CPU features that
+Prints the versions (Python, TensorFlow, tensorflow-estimator, tf-keras, numpy,
+estimator-dist), the TensorFlow release and the mends that give it ``tf.estimator`` back
+(2.16 and later), the devices (CPUs, GPUs, and the replicas a "mirrored" run would make), the CPU features that
 decide mixed precision here (avx512_bf16, amx_bf16), the cluster source this process would
 use and the ``TF_CONFIG`` it resolves to (or the fault, in one line), every mend and
 whether it is active, and whether ``python -m estimator_dist.launch`` can isolate a local
@@ -90,11 +91,13 @@ def mend_states():
         off, off_fault = mends.turned_off(), None
     except UsageError as error:
         off, off_fault = frozenset(), str(error)
+    release = mends.tensorflow_release()
     states = {}
     for name, mend in mends.MENDS.items():
         fault = off_fault or mends.version_fault(mend)
         state = ("refused: " + fault if fault else f"off ({mends.OFF_VARIABLE})" if name in off
-                 else "active")
+                 else "active" if mends.applies(mend)
+                 else f"not needed on TensorFlow {release}: {mend.elsewhere}")
         states[name] = {"state": state, "scope": mend.scope, "strategies": list(mend.strategies),
                         "installed_here": name in mends.installed()}
     return states
@@ -116,10 +119,21 @@ def isolation():
     return {"available": done.returncode == 0, "reason": None if done.returncode == 0 else reason}
 
 
+def tensorflow_state():
+    """The TensorFlow release in use, and the mends that give it ``tf.estimator`` back."""
+    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
+
+    restoring = [name for name, mend in mends.MENDS.items()
+                 if mend.scope == "import" and name in mends.installed()]
+    return {"release": mends.tensorflow_release(), "estimator_restored_by": restoring}
+
+
 def report():
     """Everything ``doctor`` prints, as one dict."""
-    return {"versions": versions(), "devices": devices(), "cpu": cpu_features(),
-            "cluster": cluster_state(), "mends": mend_states(), "isolation": isolation()}
+    devices_found = devices()  # Imports TensorFlow, which installs the "import" mends.
+    return {"versions": versions(), "tensorflow": tensorflow_state(), "devices": devices_found,
+            "cpu": cpu_features(), "cluster": cluster_state(), "mends": mend_states(),
+            "isolation": isolation()}
 
 
 def _yes(value):
@@ -140,6 +154,12 @@ def format_report(facts):
     """The report as the text a user pastes into a bug report."""
     lines = ["## versions"] + [f"{name:<21}{version or 'not installed'}"
                                 for name, version in facts["versions"].items()]
+    tf_state = facts["tensorflow"]
+    lines += ["", "## tensorflow", f"release      {tf_state['release']}",
+              "tf.estimator " + ("restored (tensorflow-estimator 2.15.0) by mends "
+                                 + ", ".join(tf_state["estimator_restored_by"])
+                                 if tf_state["estimator_restored_by"]
+                                 else "TensorFlow's own")]
     dev, cpu = facts["devices"], facts["cpu"]
     lines += ["", "## devices", f"cpus         {dev['cpus']} ({cpu['model'] or 'model unknown'})",
               f"physical     {', '.join(dev['physical'])}",

@@ -1,12 +1,14 @@
-"""The mends, one entry each: what TF 2.15 gets wrong, the test that shows it, what the mend
-changes, where it applies, and how to turn it off.
+"""The mends, one entry each: what TensorFlow gets wrong, the test that shows it, what the
+mend changes, where it applies, on which TensorFlow releases, and how to turn it off.
 
-A mend is installed explicitly and once: ``install_for(strategy)`` (called by
-``make_run_config``) installs the process-wide ones a strategy needs; ``apply(name,
+A mend is installed explicitly and once: ``install_on_import()`` (called when
+``estimator_dist`` is imported) installs the ones that give TensorFlow 2.16 and later
+``tf.estimator`` back, right away or as soon as TensorFlow is imported; ``install_for(strategy)``
+(called by ``make_run_config``) installs the process-wide ones a strategy needs; ``apply(name,
 target)`` applies a per-strategy or per-Estimator one to its object (the strategy builders,
 ``TPURunConfig``); ``require(name, asked)`` records one whose module is the Estimator class
-itself (``LoopEstimator``). Before either, the installed TensorFlow and tensorflow-estimator
-versions are checked against those the mend was checked on: a mismatch is refused there,
+itself (``LoopEstimator``). Each mend lists the TensorFlow releases it was checked on and
+is installed on those only; a release the package was never checked on is refused there,
 in one line, not discovered mid-run. ``installed()`` lists what this process installed.
 
 Turn mends off with ``ESTIMATOR_DIST_MENDS_OFF=name,name`` (or ``all``) in the
@@ -15,14 +17,24 @@ behaviour applies. Imports no TensorFlow until a mend is installed.
 """
 import dataclasses
 import importlib
+import importlib.abc
+import importlib.metadata
+import importlib.util
 import os
+import sys
 
 from estimator_dist.errors import UsageError
 
 OFF_VARIABLE = "ESTIMATOR_DIST_MENDS_OFF"
-SCOPES = ("process", "strategy", "estimator")
-# (distribution, the release the mends were read and tested on).
-CHECKED_ON = (("tensorflow", "2.15"), ("tensorflow-estimator", "2.15"))
+SCOPES = ("import", "process", "strategy", "estimator")
+# The TensorFlow releases the package runs on: the last with tf.estimator, and those after.
+LEGACY = ("2.15",)
+CURRENT = ("2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
+SUPPORTED = LEGACY + CURRENT
+# The one tensorflow-estimator there is for all of them.
+ESTIMATOR_RELEASE = "2.15"
+_TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu",
+                             "tensorflow-intel")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +49,9 @@ class Mend:
       changes: what the mend replaces or adds.
       scope: "process" (module attributes of TensorFlow replaced for every caller),
         "strategy" (one strategy object's class) or "estimator" (one Estimator or config).
-      strategies: the strategy names it applies to.
+      strategies: the strategy names it applies to (all of them for scope "import").
+      tensorflow: the TensorFlow releases it is checked on and installed on.
+      elsewhere: why it is not installed on the other supported releases.
     """
 
     name: str
@@ -47,13 +61,83 @@ class Mend:
     changes: str
     scope: str
     strategies: tuple
+    tensorflow: tuple = SUPPORTED
+    elsewhere: str = ""
 
     @property
     def turn_off(self):
         return f"{OFF_VARIABLE}={self.name}"
 
 
+_ALL = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
+_HAS_ESTIMATOR = "TensorFlow 2.15 ships tf.estimator itself"
+
 MENDS = {mend.name: mend for mend in (
+    Mend(
+        name="estimator_api_name",
+        module="estimator_dist.mends.estimator_api_name",
+        defect="tensorflow-estimator's export decorator passes tf_export.ESTIMATOR_API_NAME, "
+               "which TensorFlow 2.16 removed: 'import tensorflow_estimator' raises "
+               "AttributeError",
+        test="tests/estimator_dist/mends/test_current_tf.py::"
+             "test_tf_export_has_no_estimator_api_name",
+        changes="tf_export.ESTIMATOR_API_NAME and its API_ATTRS / API_ATTRS_V1 rows",
+        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+    ),
+    Mend(
+        name="estimator_training",
+        module="estimator_dist.mends.estimator_training",
+        defect="TensorFlow 2.16 removed tensorflow.python.distribute.estimator_training, which "
+               "tensorflow-estimator imports (run_config, estimator, training): 'import "
+               "tensorflow_estimator' raises ImportError",
+        test="tests/estimator_dist/mends/test_current_tf.py::"
+             "test_tf_has_no_estimator_training_module",
+        changes="the module again, the package's own: RunConfig's TF_CONFIG set-up and the "
+                "distribute-coordinator glue of train_and_evaluate, train and evaluate",
+        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+    ),
+    Mend(
+        name="tpu_modules",
+        module="estimator_dist.mends.tpu_modules",
+        defect="TensorFlow 2.16 removed tensorflow.python.tpu.session_support, tpu_embedding "
+               "and tpu_embedding_gradient, which tensorflow-estimator's TPU modules import "
+               "when tf.estimator loads",
+        test="tests/estimator_dist/mends/test_current_tf.py::test_tf_has_no_tpu_session_support",
+        changes="stand-in modules under those names: they import, and any use raises one "
+                "line naming the TPU piece (TPU training and TPU embeddings need TF 2.15)",
+        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+    ),
+    Mend(
+        name="estimator_keras",
+        module="estimator_dist.mends.estimator_keras",
+        defect="on TensorFlow 2.16+ tf.keras is Keras 3, and tensorflow-estimator's canned "
+               "estimators need Keras 2 (DenseFeatures, optimizers.legacy)",
+        test="tests/estimator_dist/mends/test_current_tf.py::"
+             "test_keras_3_has_no_dense_features",
+        changes="tensorflow-estimator's modules, and only they, see tf.keras as tf-keras (an "
+                "import hook on the tensorflow_estimator package); the user's tf.keras stays",
+        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+    ),
+    Mend(
+        name="v1_layers",
+        module="estimator_dist.mends.v1_layers",
+        defect="on TensorFlow 2.16+ with Keras 3, tf.compat.v1.layers and "
+               "tf.compat.v1.nn.rnn_cell raise '`dense` is not available with Keras 3.'",
+        test="tests/estimator_dist/mends/test_current_tf.py::"
+             "test_keras_3_refuses_v1_layers_and_cells",
+        changes="tf.compat.v1.layers and tf.compat.v1.nn.rnn_cell bound to tf-keras's legacy "
+                "modules (TF_USE_LEGACY_KERAS is not needed, tf.keras stays Keras 3)",
+        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+    ),
+    Mend(
+        name="estimator_api",
+        module="estimator_dist.mends.estimator_api",
+        defect="TensorFlow 2.16 removed tf.estimator and tf.compat.v1.estimator",
+        test="tests/estimator_dist/mends/test_current_tf.py::test_tf_has_no_estimator",
+        changes="tf.estimator, tf.compat.v2.estimator and tf.compat.v1.estimator bound to "
+                "tensorflow-estimator 2.15.0's API modules, unmodified",
+        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+    ),
     Mend(
         name="early_stopping",
         module="estimator_dist.mends.early_stopping",
@@ -265,23 +349,56 @@ def turned_off(environ=None):
 
 
 def _versions():
-    """The installed distributions' versions, as a run records them."""
-    from estimator_dist import run_record  # pylint: disable=import-outside-toplevel
+    """The installed versions of TensorFlow's distributions and tensorflow-estimator."""
+    found = {}
+    for distribution in _TENSORFLOW_DISTRIBUTIONS + ("tensorflow-estimator",):
+        try:
+            found[distribution] = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
 
-    return run_record.versions()
+
+def _release(version):
+    return ".".join(version.split(".")[:2])
 
 
-def version_fault(mend):
-    """Why ``mend`` must not be installed with the versions present, or None."""
+def tensorflow_release():
+    """The TensorFlow release in use, e.g. "2.21": the imported module's, else the installed
+    distribution's (read without importing TensorFlow); None when none is installed."""
+    module = sys.modules.get("tensorflow")
+    if getattr(module, "__version__", None):
+        return _release(module.__version__)
     found = _versions()
-    for distribution, release in CHECKED_ON:
-        # TensorFlow's CPU wheel is the distribution tensorflow-cpu.
-        version = found.get(distribution) or found.get(f"{distribution}-cpu")
-        if version is not None and not (version == release or version.startswith(release + ".")):
-            return (f"{distribution} must be {release}.x for mend {mend.name!r} (it changes "
-                    f"TensorFlow's code as of {release}; turn it off with {mend.turn_off}). "
-                    f"Received: {distribution}={version}")
+    installed = [found[d] for d in _TENSORFLOW_DISTRIBUTIONS if found.get(d)]
+    if not installed:
+        return None
+    return _release(max(installed, key=lambda v: tuple(int(p) for p in _release(v).split("."))))
+
+
+def version_fault(mend=None):
+    """Why no mend (or ``mend``) may be installed with the versions present, or None: a
+    TensorFlow or tensorflow-estimator release the package was not checked on."""
+    release = tensorflow_release()
+    turn_off = mend.turn_off if mend else f"{OFF_VARIABLE}=all"
+    if release is not None and release not in SUPPORTED:
+        what = f"mend {mend.name!r}" if mend else "the package's mends"
+        return (f"tensorflow must be one of {SUPPORTED[0]}, {CURRENT[0]}-{CURRENT[-1]} for "
+                f"{what} (checked on those releases only; turn it off with {turn_off}). "
+                f"Received: tensorflow={release}")
+    estimator = _versions().get("tensorflow-estimator")
+    if estimator is not None and _release(estimator) != ESTIMATOR_RELEASE:
+        return (f"tensorflow-estimator must be {ESTIMATOR_RELEASE}.x (the last release, "
+                f"which the mends were checked with; turn them off with {turn_off}). "
+                f"Received: tensorflow-estimator={estimator}")
     return None
+
+
+def applies(mend):
+    """Whether ``mend`` is to be installed with the TensorFlow release in use (on a release
+    the package was not checked on, installing it is refused: ``version_fault``)."""
+    release = tensorflow_release()
+    return release is None or release not in SUPPORTED or release in mend.tensorflow
 
 
 def _checked(name):
@@ -292,27 +409,77 @@ def _checked(name):
     return mend
 
 
+def _install(mend):
+    _checked(mend.name)
+    importlib.import_module(mend.module).install()
+    _INSTALLED.setdefault(mend.name, mend.scope)
+
+
 def install_for(strategy):
     """Installs the process-wide mends ``strategy`` needs (idempotent).
 
     Raises:
-      UsageError: a mend checked on other TensorFlow versions (turn it off to run).
+      UsageError: TensorFlow of a release the package was not checked on (turn the mends
+        off to run).
     """
     off = turned_off()
     for mend in MENDS.values():
-        if mend.scope == "process" and strategy in mend.strategies and mend.name not in off:
-            _checked(mend.name)
-            importlib.import_module(mend.module).install()
-            _INSTALLED.setdefault(mend.name, mend.scope)
+        if (mend.scope == "process" and strategy in mend.strategies and mend.name not in off
+                and applies(mend)):
+            _install(mend)
+
+
+def _install_import_scope():
+    off = turned_off()
+    for mend in MENDS.values():
+        if mend.scope == "import" and mend.name not in off and applies(mend):
+            _install(mend)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Runs ``then`` once module ``name`` has been imported (then steps aside)."""
+
+    def __init__(self, name, then):
+        self._name, self._then, self._loader = name, then, None
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self._name or self._loader is not None:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        self._loader, spec.loader = spec.loader, self
+        return spec
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._then()
+
+
+def install_on_import():
+    """Gives TensorFlow 2.16 and later ``tf.estimator`` back (mends of scope "import"): now
+    when TensorFlow is imported, else as soon as it is. Nothing on TensorFlow 2.15."""
+    release = tensorflow_release()
+    if release is None or release in LEGACY:
+        return
+    if "tensorflow" in sys.modules:
+        _install_import_scope()
+    elif not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport("tensorflow", _install_import_scope))
 
 
 def apply(name, target, **options):
     """Applies per-strategy or per-Estimator mend ``name`` to ``target``.
 
     Returns:
-      True when applied, False when ``ESTIMATOR_DIST_MENDS_OFF`` turns it off.
+      True when applied; False when ``ESTIMATOR_DIST_MENDS_OFF`` turns it off or the
+      TensorFlow in use does not need it.
     """
-    if name in turned_off():
+    if name in turned_off() or not applies(MENDS[name]):
         return False
     _checked(name)
     importlib.import_module(MENDS[name].module).apply(target, **options)

@@ -19,8 +19,18 @@ def test_doctor_fresh_process_names_a_broken_tf_config(python_run):
                         env={"TF_CONFIG": '{"cluster": '})
     assert result.returncode == 0, result.stderr[-2000:]
     assert "fault        TF_CONFIG must be valid JSON. Received: " in result.stdout
-    assert re.search(r"^tensorflow(-cpu)? +2\.15\.\d+$", result.stdout, re.M)
+    release = mends.tensorflow_release()
+    assert re.search(rf"^tensorflow(-cpu)? +{re.escape(release)}\.\d+$", result.stdout, re.M)
     assert re.search(r"^tensorflow-estimator +2\.15\.\d+$", result.stdout, re.M)
+    assert f"## tensorflow\nrelease      {release}\n" in result.stdout
+    restored = re.search(r"^tf\.estimator (.*)$", result.stdout, re.M)[1]
+    if release == "2.15":
+        assert restored == "TensorFlow's own"
+        assert re.search(r"^estimator_api .*: not needed on TensorFlow 2\.15: ", result.stdout,
+                         re.M)
+    else:
+        assert restored.startswith("restored (tensorflow-estimator 2.15.0) by mends ")
+        assert "estimator_api" in restored and "estimator_training" in restored
     for line in ("## devices", "## cpu features", "avx512_bf16", "## launcher isolation"):
         assert line in result.stdout
     assert all(f"\n{name} " in result.stdout for name in mends.MENDS)
@@ -38,7 +48,9 @@ def test_doctor_json_parses_with_the_resolved_tf_config(python_run):
         "task": {"type": "worker", "index": 1}}}
     assert facts["mends"]["early_stopping"]["state"] == f"off ({mends.OFF_VARIABLE})"
     assert facts["mends"]["cluster_train"]["state"] == "active"
-    assert set(facts) == {"versions", "devices", "cpu", "cluster", "mends", "isolation"}
+    assert set(facts) == {"versions", "tensorflow", "devices", "cpu", "cluster", "mends",
+                          "isolation"}
+    assert facts["tensorflow"]["release"] == mends.tensorflow_release()
     assert facts["devices"]["mirrored_replicas"]
 
 
@@ -60,7 +72,7 @@ def test_cluster_state_without_a_source_is_none():
 
 
 def test_mend_states_version_mismatch_shows_the_refusal(monkeypatch):
-    monkeypatch.setattr(mends.registry, "_versions",
-                        lambda: {"tensorflow-cpu": "2.16.1", "tensorflow-estimator": "2.15.0"})
+    monkeypatch.setattr(mends.registry, "tensorflow_release", lambda: "2.22")
     state = doctor.mend_states()["cluster_train"]["state"]
-    assert state.startswith("refused: tensorflow must be 2.15.x for mend 'cluster_train'")
+    assert state.startswith("refused: tensorflow must be one of 2.15, 2.16-2.21 for mend "
+                            "'cluster_train'")

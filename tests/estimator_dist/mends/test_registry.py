@@ -36,7 +36,8 @@ def test_mend_module_has_its_entry_point(name):
     """``steps_per_run`` is the ``LoopEstimator`` class itself (``registry.require``)."""
     mend = registry.MENDS[name]
     module = importlib.import_module(mend.module)
-    assert callable(getattr(module, "install" if mend.scope == "process" else "apply"))
+    assert callable(getattr(module, "install" if mend.scope in ("import", "process")
+                            else "apply"))
 
 
 @pytest.mark.parametrize("name", registry.NAMES)
@@ -69,18 +70,41 @@ def test_install_for_is_idempotent():
 
 
 def test_version_mismatch_refused_at_install(monkeypatch):
-    monkeypatch.setattr(registry, "_versions",
-                        lambda: {"tensorflow-cpu": "2.16.1", "tensorflow-estimator": "2.15.0"})
-    with pytest.raises(UsageError, match=r"^tensorflow must be 2\.15\.x for mend "
-                                         r"'early_stopping' .*ESTIMATOR_DIST_MENDS_OFF="
-                                         r"early_stopping\)\. Received: tensorflow=2\.16\.1$"):
+    monkeypatch.setattr(registry, "tensorflow_release", lambda: "2.22")
+    with pytest.raises(UsageError, match=r"^tensorflow must be one of 2\.15, 2\.16-2\.21 for "
+                                         r"mend 'early_stopping' .*ESTIMATOR_DIST_MENDS_OFF="
+                                         r"early_stopping\)\. Received: tensorflow=2\.22$"):
         estimator_dist.make_run_config("default")
+
+
+def test_estimator_release_other_than_2_15_refused(monkeypatch):
+    monkeypatch.setattr(registry, "_versions", lambda: {"tensorflow-estimator": "2.14.0"})
+    with pytest.raises(UsageError, match=r"^tensorflow-estimator must be 2\.15\.x .*"
+                                         r"Received: tensorflow-estimator=2\.14\.0$"):
+        estimator_dist.make_run_config("default")
+
+
+def test_release_from_distribution_metadata_when_tensorflow_not_imported(monkeypatch):
+    monkeypatch.delitem(registry.sys.modules, "tensorflow")
+    monkeypatch.setattr(registry, "_versions",
+                        lambda: {"tensorflow-cpu": "2.15.1", "tensorflow": "2.21.0"})
+    assert registry.tensorflow_release() == "2.21"
+    monkeypatch.setattr(registry, "_versions", lambda: {"numpy": "2.0.0"})
+    assert registry.tensorflow_release() is None
+
+
+def test_mend_of_other_releases_not_applied(monkeypatch):
+    mend = registry.MENDS["estimator_api"]
+    monkeypatch.setattr(registry, "tensorflow_release", lambda: "2.15")
+    assert not registry.applies(mend)
+    monkeypatch.setattr(registry, "tensorflow_release", lambda: "2.21")
+    assert registry.applies(mend)
 
 
 def test_turned_off_unknown_name_lists_the_mends(monkeypatch):
     monkeypatch.setenv(mends.OFF_VARIABLE, "early_stoping")
     with pytest.raises(UsageError, match=r"^ESTIMATOR_DIST_MENDS_OFF must list mends among "
-                                         r"all, early_stopping, .*Received: "):
+                                         r"all, estimator_api_name, .*Received: "):
         mends.turned_off()
 
 

@@ -1,0 +1,28 @@
+"""``tf.estimator`` and ``tf.compat.v1.estimator``, which TensorFlow 2.16 stopped providing.
+
+Up to 2.15 TensorFlow's API loaded tensorflow-estimator's generated API modules lazily as
+``tf.estimator`` (its v2 API) and ``tf.compat.v1.estimator`` (its v1 API). This binds the
+same two modules of the unmodified tensorflow-estimator 2.15.0 again, also as
+``tf.compat.v2.estimator`` and in ``sys.modules`` under ``tensorflow.estimator``, so that
+``tf.estimator.SessionRunHook`` at a program's module level resolves once ``estimator_dist``
+is imported. Needs the other restoring mends first (tensorflow-estimator does not import
+without them).
+"""
+import importlib
+import sys
+
+_API = {
+    "v1": "tensorflow_estimator.python.estimator.api._v1.estimator",
+    "v2": "tensorflow_estimator.python.estimator.api._v2.estimator",
+}
+
+
+def install():
+    """Binds tensorflow-estimator's API modules where TensorFlow 2.15 had them (idempotent)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    v1, v2 = (importlib.import_module(_API[version]) for version in ("v1", "v2"))
+    tf.estimator = v2
+    tf.compat.v2.estimator = v2
+    tf.compat.v1.estimator = v1
+    sys.modules.setdefault("tensorflow.estimator", v2)

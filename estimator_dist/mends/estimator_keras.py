@@ -1,0 +1,118 @@
+"""tensorflow-estimator's ``tf.keras`` as the Keras it was written for (tf-keras), alone.
+
+On TensorFlow 2.16 and later ``tf.keras`` is Keras 3 unless ``TF_USE_LEGACY_KERAS=1`` sends
+the whole process to tf-keras. tensorflow-estimator 2.15 reaches Keras only as
+``tf.keras`` / ``tf.compat.v1.keras`` / ``tf.compat.v2.keras`` after ``import tensorflow as
+tf`` (54 modules, read), some at import time (``class _DNNModel(tf.keras.Model)``), and needs
+Keras 2's API: ``DenseFeatures``, ``optimizers.legacy``, the v1 ``keras.layers``. Under Keras 3
+canned estimators fail.
+
+This routes those modules, and only them, to tf-keras: a module of the
+``tensorflow_estimator`` package is executed with an ``__import__`` that answers ``import
+tensorflow`` with a view of TensorFlow whose ``keras`` (and ``compat.v1.keras``,
+``compat.v2.keras``) are tf-keras's, every other name being TensorFlow's own object. The
+user's ``tf.keras`` stays Keras 3. Installed before tensorflow-estimator is first
+imported (a finder on ``sys.meta_path``, for this package's modules only).
+"""
+import builtins
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+
+_PACKAGE = "tensorflow_estimator"
+_KERAS = {"v1": "tf_keras.api._v1.keras", "v2": "tf_keras.api._v2.keras"}
+
+
+class _View(types.ModuleType):
+    """A module seen through ``routes``: names routed elsewhere, the rest its own."""
+
+    def __init__(self, module, routes):
+        super().__init__(module.__name__, module.__doc__)
+        self._module, self._routes = module, routes
+
+    def __getattr__(self, name):
+        route = self._routes.get(name)
+        value = route() if route else getattr(self._module, name)
+        if route:
+            setattr(self, name, value)
+        return value
+
+    def __dir__(self):
+        return sorted(set(dir(self._module)) | set(self._routes))
+
+
+def _keras(version):
+    return lambda: importlib.import_module(_KERAS[version])
+
+
+def tensorflow_view():
+    """TensorFlow as tensorflow-estimator should see it: Keras names go to tf-keras."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    compat = _View(tf.compat, {
+        "v1": lambda: _View(tf.compat.v1, {"keras": _keras("v1")}),
+        "v2": lambda: _View(tf.compat.v2, {"keras": _keras("v2")}),
+    })
+    return _View(tf, {"keras": _keras("v2"), "compat": lambda: compat})
+
+
+_VIEW = []
+
+
+def _import(name, globals=None, locals=None, fromlist=(), level=0):  # pylint: disable=redefined-builtin
+    if name == "tensorflow" and not fromlist and level == 0:
+        if not _VIEW:
+            _VIEW.append(tensorflow_view())
+        return _VIEW[0]
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+_BUILTINS = dict(vars(builtins), __import__=_import)
+
+
+class _Loader(importlib.abc.Loader):
+    """The module's own loader, with the routing ``__import__`` in its builtins."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__builtins__ = _BUILTINS
+        self._loader.exec_module(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds tensorflow-estimator's modules as usual and wraps their loaders."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname.split(".")[0] != _PACKAGE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader)
+        return spec
+
+
+def install():
+    """Routes every tensorflow-estimator module imported from now on (idempotent).
+
+    Raises:
+      RuntimeError: tensorflow-estimator was imported before, with ``tf.keras`` as it was.
+    """
+    if any(isinstance(finder, _Finder) for finder in sys.meta_path):
+        return
+    if _PACKAGE in sys.modules:
+        raise RuntimeError(
+            "tensorflow_estimator must be imported after estimator_dist on TensorFlow 2.16 "
+            "and later (its Keras is routed to tf-keras as it loads): import estimator_dist "
+            f"first. Received: {_PACKAGE} already in sys.modules")
+    importlib.import_module(_KERAS["v2"])  # A missing tf-keras is reported here, not later.
+    sys.meta_path.insert(0, _Finder())

@@ -1,0 +1,147 @@
+"""The mends that give TensorFlow 2.16 and later ``tf.estimator`` back ("import" scope).
+
+Each plain-TensorFlow test runs ``current_tf_probe.py`` in a fresh process without the
+package: on 2.15 TensorFlow has the piece, on 2.16+ it fails as the mend's registry entry
+says. The other tests show the mended process: tensorflow-estimator 2.15.0 unmodified,
+the user's ``tf.keras`` untouched, the TPU stand-ins naming what they stand for.
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_dist import mends
+from estimator_dist.mends import registry
+from tests.conftest import run_python
+
+_PROBE = os.path.join(os.path.dirname(__file__), "current_tf_probe.py")
+CURRENT = mends.tensorflow_release() in registry.CURRENT
+
+
+def _probe(*args, env=None):
+    result = run_python([_PROBE, *args], timeout=240, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def plain_tf():
+    """TensorFlow's own facts, no estimator_dist imported."""
+    return _probe()
+
+
+def _absent_on_current(fact, message):
+    """On 2.15 TensorFlow has the piece (None: no error); on 2.16+ it fails with
+    ``message``."""
+    if CURRENT:
+        assert fact is not None and message in fact, fact
+    else:
+        assert fact is None, fact
+
+
+@pytest.mark.slow
+def test_tf_export_has_no_estimator_api_name(plain_tf):
+    assert plain_tf["estimator_api_name"] == (None if CURRENT else "estimator")
+    _absent_on_current(plain_tf["tensorflow_estimator"],
+                       "cannot import name 'estimator_training'")
+
+
+@pytest.mark.slow
+def test_tf_has_no_estimator_training_module(plain_tf):
+    _absent_on_current(plain_tf["estimator_training"],
+                       "No module named 'tensorflow.python.distribute.estimator_training'")
+
+
+@pytest.mark.slow
+def test_tf_has_no_tpu_session_support(plain_tf):
+    _absent_on_current(plain_tf["session_support"],
+                       "No module named 'tensorflow.python.tpu.session_support'")
+
+
+@pytest.mark.slow
+def test_tf_has_no_estimator(plain_tf):
+    _absent_on_current(plain_tf["tf_estimator"], "has no attribute 'estimator'")
+    _absent_on_current(plain_tf["v1_estimator"], "has no attribute 'estimator'")
+
+
+@pytest.mark.slow
+def test_keras_3_refuses_v1_layers_and_cells(plain_tf):
+    _absent_on_current(plain_tf["dense"], "`dense` is not available with Keras 3.")
+    _absent_on_current(plain_tf["basic_lstm_cell"],
+                       "`BasicLSTMCell` is not available with Keras 3.")
+
+
+@pytest.mark.slow
+def test_keras_3_has_no_dense_features(plain_tf):
+    _absent_on_current(plain_tf["dense_features"], "has no attribute 'DenseFeatures'")
+
+
+@pytest.mark.slow
+def test_package_imported_before_tensorflow_restores_the_estimator(plain_tf):
+    mended = _probe("--package-first")
+    for fact in ("estimator_training", "session_support", "tensorflow_estimator",
+                 "tf_estimator", "v1_estimator", "dense", "basic_lstm_cell"):
+        assert mended[fact] is None, (fact, mended[fact])
+    assert mended["estimator_api_name"] == "estimator"
+    assert mended["keras"] == plain_tf["keras"]  # The user's tf.keras is TensorFlow's own.
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CURRENT, reason="TensorFlow 2.15 ships tf.estimator itself")
+def test_mend_turned_off_leaves_tensorflow_as_it_is():
+    mended = _probe("--package-first", env={mends.OFF_VARIABLE: "estimator_api,v1_layers"})
+    assert mended["tensorflow_estimator"] is None  # The other pieces are in.
+    assert "has no attribute 'estimator'" in mended["tf_estimator"]
+    assert "`dense` is not available with Keras 3." in mended["dense"]
+
+
+def test_import_mends_installed_exactly_on_current_tensorflow():
+    import_scope = [name for name, mend in mends.MENDS.items() if mend.scope == "import"]
+    assert import_scope
+    installed = [name for name in mends.installed() if name in import_scope]
+    assert installed == (import_scope if CURRENT else [])
+
+
+def test_tf_estimator_is_tensorflow_estimator_2_15():
+    assert tf.estimator.Estimator.__module__.startswith("tensorflow_estimator.")
+    assert tf.compat.v1.estimator.RunConfig is tf.estimator.RunConfig
+    assert issubclass(tf.compat.v1.estimator.tpu.TPUEstimator, tf.compat.v1.estimator.Estimator)
+
+
+def test_v1_dense_layer_and_lstm_cell_keep_tf_1_variable_names():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3, 4])
+        tf.compat.v1.layers.dense(x[:, 0], 5, name="dense")
+        cell = tf.compat.v1.nn.rnn_cell.BasicLSTMCell(6)
+        tf.compat.v1.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+        names = sorted(v.name for v in tf.compat.v1.global_variables())
+    assert names == ["dense/bias:0", "dense/kernel:0", "rnn/basic_lstm_cell/bias:0",
+                     "rnn/basic_lstm_cell/kernel:0"]
+
+
+def test_canned_estimator_trains_with_user_keras_untouched(tmp_path):
+    columns = [tf.feature_column.numeric_column("x", shape=[2])]
+    estimator = tf.estimator.DNNClassifier([4], columns, model_dir=str(tmp_path))
+
+    def input_fn():
+        features = {"x": np.random.RandomState(0).rand(16, 2).astype(np.float32)}
+        return tf.data.Dataset.from_tensors((features, np.arange(16) % 2)).repeat(2)
+
+    estimator.train(input_fn, steps=2)
+    assert estimator.get_variable_value("global_step") == 2
+    if CURRENT:
+        assert tf.keras.__name__.startswith("keras.")  # Keras 3, not tf-keras.
+
+
+@pytest.mark.skipif(not CURRENT, reason="TensorFlow 2.15 has its TPU modules")
+def test_tpu_stand_in_names_the_piece_when_used():
+    from tensorflow.python.tpu import tpu_embedding  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(NotImplementedError, match=r"^TPU embedding tables \(TPUEstimator's "
+                                                  r"EmbeddingConfigSpec\) is not available: "
+                                                  r".*Received: tensorflow\.python\.tpu\."
+                                                  r"tpu_embedding\.TableConfig$"):
+        tpu_embedding.TableConfig()

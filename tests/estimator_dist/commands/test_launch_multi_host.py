@@ -3,14 +3,13 @@ import concurrent.futures
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 
 import pytest
 
-from estimator_dist.commands import isolation, launch
+from estimator_dist.commands import isolation
 from estimator_dist.distribute import cluster
 from tests.conftest import REPO_ROOT
 
@@ -129,60 +128,6 @@ def test_launch_two_nodes_train_dense_multi_worker_to_completion(model_dir):
                                             ("localhost.example.com", False)])
 def test_is_loopback_by_address_or_localhost_without_dns(host, loopback):
     assert isolation.is_loopback(host) is loopback
-
-
-# Listens where TensorFlow's gRPC server would (every interface), then prints its port and
-# its network namespace.
-_LISTEN_TASK = """
-import json, os, socket, time
-port = int(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"][0].rsplit(":", 1)[1])
-server = socket.create_server(("0.0.0.0", port))
-print("SERVING", port, os.readlink("/proc/self/ns/net"), flush=True)
-time.sleep(120)
-"""
-
-
-def _listening_ports():
-    """The TCP ports listening in this process's network namespace."""
-    ports = set()
-    for name in ("tcp", "tcp6"):
-        with open(f"/proc/net/{name}", encoding="ascii") as table:
-            for line in list(table)[1:]:
-                local, state = line.split()[1], line.split()[3]
-                if state == "0A":
-                    ports.add(int(local.rsplit(":", 1)[1], 16))
-    return ports
-
-
-@pytest.mark.multi_process
-@pytest.mark.timeout(90)
-@pytest.mark.parametrize("exposure", [False, True], ids=["default", "allow_exposure"])
-def test_launch_loopback_node_listens_on_host_only_when_exposure_allowed(exposure):
-    """A one-node cluster on 127.0.0.1 runs in a private network namespace, as the local
-    launcher does: its port is not among the host's listening sockets unless
-    --allow-network-exposure puts it in the host's namespace."""
-    base = launch.free_ports(1)[0]
-    flags = ["--nodes", "1", "--node-rank", "0", "--hosts", "127.0.0.1", "--workers", "1",
-             "--base-port", str(base)] + (["--allow-network-exposure"] if exposure else [])
-    process = subprocess.Popen(
-        [sys.executable, "-m", "estimator_dist.launch", *flags, "--", sys.executable, "-c",
-         _LISTEN_TASK], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=REPO_ROOT, env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"})
-    try:
-        line = process.stdout.readline()
-        assert "SERVING" in line, process.stderr.read()
-        port, namespace = line.split("SERVING", 1)[1].split()
-        listening = int(port) in _listening_ports()
-        same_namespace = namespace == os.readlink("/proc/self/ns/net")
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    assert int(port) == base
-    assert listening is exposure and same_namespace is exposure
 
 
 @pytest.mark.multi_process

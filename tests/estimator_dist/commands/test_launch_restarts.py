@@ -11,7 +11,7 @@ import time
 import pytest
 
 from estimator_dist.commands import restarts
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, launched_tasks
 
 pytestmark = pytest.mark.multi_process
 
@@ -107,20 +107,6 @@ def test_launch_signal_is_no_failure_nor_restart(tmp_path, signum):
     assert "failed" not in stderr and "restarting" not in stderr, stderr
 
 
-def _task_pids(launcher_pid):
-    """The launcher's child processes (its tasks)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii") as file:
-                fields = file.read().rsplit(")", 1)[1].split()
-        except (OSError, ValueError):
-            continue
-        if entry.isdigit() and int(fields[1]) == launcher_pid:
-            pids.append(int(entry))
-    return pids
-
-
 def _wait_until(condition, process, deadline, what):
     while not condition():
         assert process.poll() is None, f"the launcher ended before {what}"
@@ -150,7 +136,7 @@ def test_launch_max_restarts_survives_two_worker_kills(tmp_path):
             restarted_at = restarts.checkpoint_step(model_dir)
             _wait_until(lambda: restarts.checkpoint_step(model_dir) > restarted_at, process,
                         deadline, f"training before kill {kill + 1}")
-            pids = _task_pids(process.pid)
+            pids = list(launched_tasks(process.pid).values())
             assert len(pids) == 2, pids
             victim = random.choice(pids)
             os.kill(victim, signal.SIGKILL)

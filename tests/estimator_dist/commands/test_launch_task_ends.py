@@ -6,7 +6,6 @@ Stand-in tasks (plain Python, no TensorFlow) print ``ready PID`` and sleep; one 
 ``parameter_server`` job checks that a ps stopped alone ends the whole job.
 """
 import contextlib
-import json
 import os
 import re
 import signal
@@ -16,7 +15,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, launched_tasks
 
 pytestmark = pytest.mark.multi_process
 
@@ -191,19 +190,6 @@ def test_launcher_killed_leaves_no_task_nor_task_child():
     assert not left
 
 
-def _task_of_type(launcher_pid, task_type):
-    """The pid of the launcher's task of ``task_type``, read from its TF_CONFIG."""
-    with open(f"/proc/{launcher_pid}/task/{launcher_pid}/children", encoding="ascii") as file:
-        children = [int(pid) for pid in file.read().split()]
-    for pid in children:
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{pid}/environ", "rb") as file:
-                env = dict(item.split(b"=", 1) for item in file.read().split(b"\0") if b"=" in item)
-            if json.loads(env.get(b"TF_CONFIG", b"{}")).get("task", {}).get("type") == task_type:
-                return pid
-    raise AssertionError(f"no {task_type} task among {children}")
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_parameter_server_job_ends_when_its_ps_is_stopped(tmp_path):
@@ -224,7 +210,7 @@ def test_parameter_server_job_ends_when_its_ps_is_stopped(tmp_path):
             assert time.monotonic() < deadline, "the job never started training"
             time.sleep(0.5)
         time.sleep(3)
-        os.kill(_task_of_type(process.pid, "ps"), signal.SIGTERM)
+        os.kill(launched_tasks(process.pid)[("ps", 0)], signal.SIGTERM)
         sent = time.monotonic()
         code = process.wait(timeout=120)
         seconds = time.monotonic() - sent

@@ -59,6 +59,28 @@ def handles_signal(pid, signum):
     return bool(int(caught.split()[1], 16) >> (signum - 1) & 1)
 
 
+def launched_tasks(launcher_pid):
+    """{(task_type, index): pid} of the tasks a launcher runs now: its children with a
+    TF_CONFIG (its reaper has none)."""
+    try:
+        with open(f"/proc/{launcher_pid}/task/{launcher_pid}/children", encoding="ascii") as f:
+            children = [int(pid) for pid in f.read().split()]
+    except OSError:
+        return {}
+    tasks = {}
+    for pid in children:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as file:
+                env = dict(item.split(b"=", 1) for item in file.read().split(b"\0")
+                           if b"=" in item)
+        except OSError:  # Ended meanwhile.
+            continue
+        if b"TF_CONFIG" in env:
+            task = json.loads(env[b"TF_CONFIG"])["task"]
+            tasks[(task["type"], task["index"])] = pid
+    return tasks
+
+
 def run_python(args, *, timeout, env=None, cwd=None):
     """Runs ``python ARGS`` in a subprocess with a time limit; returns CompletedProcess."""
     full_env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}

@@ -14,6 +14,7 @@ the caller keeps its own uid and gid. It must run before the process starts thre
 """
 import ctypes
 import fcntl
+import ipaddress
 import os
 import socket
 import struct
@@ -28,6 +29,18 @@ _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
 _IFREQ = "16sH22x"  # struct ifreq: the interface name, then ifr_flags in a 24-byte union.
 EXPOSURE_FLAG = "--allow-network-exposure"
+
+
+def is_loopback(host):
+    """Whether ``host`` names this machine's loopback: ``localhost`` or a loopback address
+    (``127.0.0.0/8``, ``::1``). Other names count as real hosts: they are not resolved,
+    which could wait on DNS."""
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _unshare(flags):

@@ -1,5 +1,5 @@
-"""What the launcher says when it restarts a cluster: which task died, and where training
-resumes.
+"""The launcher's restarts of a cluster: when it restarts, how long it waits first, and
+what it says (which task died, the wait, where training resumes).
 
 Training resumes from the model dir's newest checkpoint, which TensorFlow names in the
 text file ``MODEL_DIR/checkpoint`` (``model_checkpoint_path: "model.ckpt-120"``). The
@@ -7,10 +7,25 @@ launcher reads that file itself: it imports neither TensorFlow nor numpy (both s
 threads, and the launcher unshares a user namespace, which the kernel refuses to a
 process that runs threads). The model dir comes from the command's ``--model-dir`` flag;
 without one (a config file, a bucket path) the line says "the last checkpoint".
+
+How often it restarts, as Kubernetes restarts a crashing container (CrashLoopBackOff):
+the launcher waits ``FIRST_WAIT_SECONDS`` before the first restart, twice as long before
+each next one, up to ``MAX_WAIT_SECONDS``, and back to the first wait after a run that
+lasted ``RESET_AFTER_SECONDS``. A run that fails within ``START_SECONDS`` of its start
+without a new checkpoint failed at start; after ``START_FAILURES`` of those in a row the
+launcher stops restarting, since a command that cannot start (a typo, a missing file)
+fails the same way each time. ``--max-restarts`` is at most ``MAX_RESTARTS``.
 """
 import os
 import re
 import signal
+
+FIRST_WAIT_SECONDS = 1
+MAX_WAIT_SECONDS = 60
+RESET_AFTER_SECONDS = 600
+START_SECONDS = 30
+START_FAILURES = 3
+MAX_RESTARTS = 100
 
 _MODEL_DIR_FLAG = "--model-dir"
 _CHECKPOINT_PATH = re.compile(r'^model_checkpoint_path:\s*"(?P<path>.*)"\s*$', re.MULTILINE)
@@ -54,9 +69,41 @@ def describe_exit(code):
     return f"exit code {code}"
 
 
-def restart_line(task_name, code, restart, max_restarts, model_dir):
-    """The one line the launcher prints when it restarts the cluster."""
+def stop_signal(code):
+    """SIGTERM or SIGINT when a task's exit ``code`` says one stopped it (killed by it, or
+    ``128 + signal`` from its handler, as the train command exits), else None."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        if code in (-signum, 128 + signum):
+            return signum
+    return None
+
+
+class Backoff:
+    """The waits between restarts: ``FIRST_WAIT_SECONDS``, doubling up to
+    ``MAX_WAIT_SECONDS``; a run of ``RESET_AFTER_SECONDS`` or more starts over."""
+
+    def __init__(self):
+        self._wait = FIRST_WAIT_SECONDS
+
+    def next_wait(self, run_seconds):
+        """The wait before restarting a run that lasted ``run_seconds``."""
+        if run_seconds >= RESET_AFTER_SECONDS:
+            self._wait = FIRST_WAIT_SECONDS
+        wait, self._wait = self._wait, min(2 * self._wait, MAX_WAIT_SECONDS)
+        return wait
+
+
+def failed_at_start(run_seconds, step_before, step_after):
+    """Whether a failed run failed at start: within ``START_SECONDS``, with no newer
+    checkpoint (steps as ``checkpoint_step`` reads them; None: unknown, so no progress)."""
+    progressed = None not in (step_before, step_after) and step_after > step_before
+    return run_seconds < START_SECONDS and not progressed
+
+
+def restart_line(task_name, why, restart, max_restarts, wait, model_dir):
+    """The one line the launcher prints when it restarts the cluster: the task and ``why``
+    (``failed with exit code 3``), the restart's number, the wait before it, the step."""
     step = checkpoint_step(model_dir)
     where = "the last checkpoint" if step is None else f"step {step}"
-    return (f"launch: {task_name} failed with {describe_exit(code)}; restarting every task "
-            f"({restart} of {max_restarts}), resuming from {where}")
+    return (f"launch: {task_name} {why}; restarting every task in {wait} s ({restart} of "
+            f"{max_restarts}), resuming from {where}")

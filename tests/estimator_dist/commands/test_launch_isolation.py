@@ -91,6 +91,34 @@ def _launched_server(prefix, *flags, env=None, task_python=sys.executable):
             process.wait()
 
 
+def _host_listening_ports():
+    """The TCP ports listening in this process's network namespace (the host's)."""
+    ports = set()
+    for name in ("tcp", "tcp6"):
+        with open(f"/proc/net/{name}", encoding="ascii") as table:
+            for line in list(table)[1:]:
+                local, state = line.split()[1], line.split()[3]
+                if state == "0A":
+                    ports.add(int(local.rsplit(":", 1)[1], 16))
+    return ports
+
+
+@pytest.mark.multi_process
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("exposure", [False, True], ids=["default", "allow_exposure"])
+def test_launch_loopback_node_listens_on_host_only_when_exposure_allowed(exposure):
+    """A one-node cluster on 127.0.0.1 runs in a private network namespace, as the local
+    launcher does: its port (a plain socket on every interface, as TensorFlow's server
+    listens) is not among the host's listening sockets unless --allow-network-exposure
+    puts the task in the host's namespace."""
+    base = launch.free_ports(1)[0]
+    flags = ["--nodes", "1", "--node-rank", "0", "--hosts", "127.0.0.1", "--base-port",
+             str(base)] + ([isolation.EXPOSURE_FLAG] if exposure else [])
+    with _launched_server([], *flags, env={"PLAIN_SOCKET": "1"}) as (port, listen):
+        assert port == base and listen
+        assert (port in _host_listening_ports()) is exposure
+
+
 def _connects(prefix, address, port):
     """Whether a TCP connection to address:port succeeds from where ``prefix`` runs."""
     probe = (f"import socket\ntry:\n    socket.create_connection(({address!r}, {port}), "

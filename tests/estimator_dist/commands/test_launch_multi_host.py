@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from estimator_dist.commands import isolation
 from estimator_dist.distribute import cluster
 from tests.conftest import REPO_ROOT
 
@@ -78,6 +79,11 @@ def test_launch_nodes_agree_on_one_cluster():
     assert [c["task"] for c in node1] == [{"type": "worker", "index": 1}]
     assert {json.dumps(c["cluster"]) for c in node0 + node1} == {
         json.dumps({"worker": ["hostA:4000", "hostB:4001"]})}
+    for rank, result in enumerate(results):
+        assert result.stderr.splitlines() == [
+            f"launch: node {rank}'s tasks listen on every interface of this host (port "
+            f"{4000 + rank}) and take unauthenticated connections: keep the nodes on a private "
+            "network or behind a firewall (docs/security.md)"]
 
 
 @pytest.mark.multi_process
@@ -103,7 +109,7 @@ def test_launch_multi_host_bad_flags_one_line_exit_2(flags, message):
 def test_launch_two_nodes_train_dense_multi_worker_to_completion(model_dir):
     base = _free_port_range(2)
     flags = ["--hosts", "127.0.0.1,127.0.0.1", "--workers", "1", "--base-port", str(base),
-             "--timeout", "400"]
+             "--timeout", "400", "--allow-network-exposure"]
     command = [sys.executable, "-m", "estimator_dist.train", "--strategy", "multi_worker",
                "--model", "dense", "--max-steps", "40", "--model-dir", model_dir,
                "--no-export", "--rendezvous-timeout", "120"]
@@ -113,3 +119,23 @@ def test_launch_two_nodes_train_dense_multi_worker_to_completion(model_dir):
     assert re.search(r"\[worker 0\] training +40 steps", results[0].stdout)
     assert "[worker 1]" in results[1].stdout and "[worker 0]" not in results[1].stdout
     assert os.path.exists(os.path.join(model_dir, "model.ckpt-40.index"))
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.8.9.10", True),
+                                            ("::1", True), ("[::1]", True),
+                                            ("localhost", True), ("LocalHost", True),
+                                            ("10.0.0.5", False), ("host-a", False),
+                                            ("localhost.example.com", False)])
+def test_is_loopback_by_address_or_localhost_without_dns(host, loopback):
+    assert isolation.is_loopback(host) is loopback
+
+
+@pytest.mark.multi_process
+def test_launch_nodes_on_loopback_without_exposure_refused_in_one_line():
+    result = subprocess.run(
+        [sys.executable, "-m", "estimator_dist.launch", "--nodes", "2", "--node-rank", "0",
+         "--hosts", "127.0.0.1,localhost", "--workers", "1", "--", "true"],
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert re.search(r"--hosts on loopback only need --allow-network-exposure with --nodes 2: "
+                     r".* Received: --hosts 127\.0\.0\.1,localhost", result.stderr)

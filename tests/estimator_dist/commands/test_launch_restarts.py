@@ -11,13 +11,13 @@ import time
 import pytest
 
 from estimator_dist.commands import restarts
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, launched_tasks
 
 pytestmark = pytest.mark.multi_process
 
 _RESTART = re.compile(r"launch: (?P<task>worker [01]) failed with exit code (?P<code>-?\d+)"
-                      r"(?: \(\w+\))?; restarting every task \((?P<n>\d) of 3\), resuming "
-                      r"from step (?P<step>\d+)")
+                      r"(?: \(\w+\))?; restarting every task in \d+ s \((?P<n>\d) of 3\), "
+                      r"resuming from step (?P<step>\d+)")
 # Worker 1 exits 3 in its first N runs (N: the second argument; runs counted in a file).
 _FAIL_FIRST = ("import json, os, sys; c = json.loads(os.environ['TF_CONFIG'])['task']\n"
                "count = os.path.join(sys.argv[1], 'runs')\n"
@@ -49,9 +49,10 @@ def test_checkpoint_step_reads_checkpoint_file(tmp_path):
 
 
 def test_restart_line_without_model_dir_says_last_checkpoint():
-    line = restarts.restart_line("worker 1", -9, 1, 3, None)
+    line = restarts.restart_line("worker 1", "failed with exit code -9 (SIGKILL)", 1, 3, 1,
+                                 None)
     assert line == ("launch: worker 1 failed with exit code -9 (SIGKILL); restarting every "
-                    "task (1 of 3), resuming from the last checkpoint")
+                    "task in 1 s (1 of 3), resuming from the last checkpoint")
 
 
 def test_max_restarts_failed_task_restarts_cluster_then_succeeds(tmp_path):
@@ -59,8 +60,9 @@ def test_max_restarts_failed_task_restarts_cluster_then_succeeds(tmp_path):
                      _FAIL_FIRST, str(tmp_path), "2")
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("launch:")]
-    assert lines == [f"launch: worker 1 failed with exit code 3; restarting every task ({n} "
-                     "of 3), resuming from the last checkpoint" for n in (1, 2)]
+    assert lines == [f"launch: worker 1 failed with exit code 3; restarting every task in "
+                     f"{wait} s ({n} of 3), resuming from the last checkpoint"
+                     for n, wait in ((1, 1), (2, 2))]
 
 
 def test_max_restarts_run_out_exit_non_zero_naming_task(tmp_path):
@@ -105,20 +107,6 @@ def test_launch_signal_is_no_failure_nor_restart(tmp_path, signum):
     assert "failed" not in stderr and "restarting" not in stderr, stderr
 
 
-def _task_pids(launcher_pid):
-    """The launcher's child processes (its tasks)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii") as file:
-                fields = file.read().rsplit(")", 1)[1].split()
-        except (OSError, ValueError):
-            continue
-        if entry.isdigit() and int(fields[1]) == launcher_pid:
-            pids.append(int(entry))
-    return pids
-
-
 def _wait_until(condition, process, deadline, what):
     while not condition():
         assert process.poll() is None, f"the launcher ended before {what}"
@@ -148,7 +136,7 @@ def test_launch_max_restarts_survives_two_worker_kills(tmp_path):
             restarted_at = restarts.checkpoint_step(model_dir)
             _wait_until(lambda: restarts.checkpoint_step(model_dir) > restarted_at, process,
                         deadline, f"training before kill {kill + 1}")
-            pids = _task_pids(process.pid)
+            pids = list(launched_tasks(process.pid).values())
             assert len(pids) == 2, pids
             victim = random.choice(pids)
             os.kill(victim, signal.SIGKILL)
@@ -167,3 +155,75 @@ def test_launch_max_restarts_survives_two_worker_kills(tmp_path):
     assert [m["code"] for m in restarted[:2]] == ["-9", "-9"], text[-3000:]
     assert int(restarted[1]["step"]) >= int(restarted[0]["step"]) > 0
     assert restarts.checkpoint_step(model_dir) == max_steps
+
+
+def test_backoff_doubles_to_its_cap_and_resets_after_a_long_run():
+    backoff = restarts.Backoff()
+    waits = [backoff.next_wait(1) for _ in range(9)]
+    assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60]
+    assert backoff.next_wait(restarts.RESET_AFTER_SECONDS) == 1
+    assert backoff.next_wait(1) == 2
+
+
+@pytest.mark.parametrize("seconds, before, after, at_start", [
+    (2, 0, 0, True), (2, None, None, True), (2, 100, 200, False),
+    (restarts.START_SECONDS, 0, 0, False), (2, 100, None, True)])
+def test_failed_at_start_is_quick_and_without_a_new_checkpoint(seconds, before, after,
+                                                               at_start):
+    assert restarts.failed_at_start(seconds, before, after) is at_start
+
+
+def test_stop_signal_reads_killed_and_handled_exits():
+    assert restarts.stop_signal(-signal.SIGTERM) == restarts.stop_signal(143) == signal.SIGTERM
+    assert restarts.stop_signal(-signal.SIGINT) == restarts.stop_signal(130) == signal.SIGINT
+    assert restarts.stop_signal(-signal.SIGKILL) is restarts.stop_signal(1) is None
+
+
+def test_max_restarts_past_cap_refused_in_one_line():
+    result = _launch("--workers", "1", "--max-restarts", "1000000", "--", "false", timeout=30)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert re.search(rf"--max-restarts must be at most {restarts.MAX_RESTARTS} \(.*\)\. "
+                     r"Received: --max-restarts 1000000", result.stderr), result.stderr
+
+
+_RESTART_WAIT = re.compile(r"^launch: worker 0 failed with exit code 1; restarting every task "
+                           r"in (?P<wait>\d+) s \((?P<n>\d+) of 100\)", re.MULTILINE)
+
+
+def test_max_restarts_command_failing_at_start_not_restarted_forever():
+    started = time.monotonic()
+    result = _launch("--workers", "1", "--max-restarts", "100", "--", "false", timeout=60)
+    seconds = time.monotonic() - started
+    assert result.returncode == 1, result.stderr
+    assert [m["wait"] for m in _RESTART_WAIT.finditer(result.stderr)] == ["1", "2"]
+    assert result.stderr.splitlines()[-1] == (
+        "launch: worker 0 failed with exit code 1 at start in 3 runs in a row (each within "
+        f"{restarts.START_SECONDS} s, no new checkpoint): a command that fails at start is "
+        "not restarted; stopping the other tasks")
+    assert seconds < 30
+
+
+# Each run writes a checkpoint one step past the last, then fails: never "at start".
+_PROGRESS_THEN_FAIL = (
+    "import os, sys\n"
+    "path = os.path.join(sys.argv[2], 'checkpoint')\n"
+    "step = int(open(path).read().split('-')[-1].strip('\"\\n')) if os.path.exists(path) else 0\n"
+    "open(path, 'w').write(f'model_checkpoint_path: \"model.ckpt-{step + 1}\"\\n')\n"
+    "sys.exit(1)\n")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_max_restarts_crash_loop_backs_off_to_few_restarts_in_30_s(tmp_path):
+    started = time.monotonic()
+    result = _launch("--workers", "1", "--max-restarts", "100", "--timeout", "30", "--",
+                     sys.executable, "-c", _PROGRESS_THEN_FAIL, "--model-dir", str(tmp_path),
+                     timeout=80)
+    seconds = time.monotonic() - started
+    waits = [int(m["wait"]) for m in _RESTART_WAIT.finditer(result.stderr)]
+    assert result.returncode == 124, result.stderr
+    assert waits == [1, 2, 4, 8, 16], result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "launch: --timeout 30 s ran out while waiting to restart")
+    assert restarts.checkpoint_step(str(tmp_path)) == 5  # Five runs: four restarts.
+    assert seconds < 60

@@ -88,7 +88,7 @@ def latest_checkpoint(model_dir):
     return path
 
 
-def to_keras(model_dir, *, model=None, params=None):
+def to_keras(model_dir, *, model=None, params=None, checkpoint=None):
     """The Keras model equivalent to the latest checkpoint in ``model_dir``.
 
     Args:
@@ -96,6 +96,8 @@ def to_keras(model_dir, *, model=None, params=None):
       model, params: a built-in model's name (``models.NAMES``) and its model_fn params, for a model
         dir trained by other code than ``estimator_dist.train`` (no ``run.json``). By
         default both come from the run recorded in ``model_dir``.
+      checkpoint: the checkpoint prefix to convert (default: the latest one in
+        ``model_dir``, as its state file names it).
 
     Returns:
       A ``tf.keras.Model`` (not compiled) with dict inputs and outputs; see the module
@@ -108,7 +110,7 @@ def to_keras(model_dir, *, model=None, params=None):
         params name an option the conversion cannot express; the checkpoint does not
         hold the model's variables.
     """
-    checkpoint_path = latest_checkpoint(model_dir)
+    checkpoint_path = checkpoint or latest_checkpoint(model_dir)
     builtin, params = _recorded_model(model_dir, model, params)
     params = _resolve_params(builtin, params)
     checkpoint = _keras_models.Checkpoint(checkpoint_path, builtin.name)

@@ -6,10 +6,12 @@ Each entry: (id, flags, environment, files to create, message regex). In the fla
 ``{tmp}`` a scratch directory. An entry without ``--model-dir`` gets ``{fresh}``, which
 must still not exist afterwards.
 """
+import json
 import os
 import pathlib
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -154,6 +156,33 @@ CATALOGUE += [
      r"rendezvous_timeout=9223372036854775807"),
     ("tf-config-missing-parameter-server", ["--strategy", "parameter_server"],
      {"TF_CONFIG": None}, {}, r"TF_CONFIG must be set for strategy 'parameter_server'"),
+    ("model-dir-in-use", ["--model-dir", "{tmp}/held"], {},
+     {"held/.estimator-dist.lock": json.dumps({
+         "host": socket.gethostname(), "pid": os.getpid(), "token": "live",
+         "started": "2024-01-01T00:00:00+00:00"})},
+     r"model_dir must not be in use by another run \(one run per model dir\); wait for it to "
+     r"end or use another --model-dir .*Received: model_dir='.*held' held by pid \d+ on host "
+     r"'.+', running since 2024-01-01T00:00:00\+00:00"),
+    ("tf-config-ipv6-unbracketed", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"worker": ["::1:2222"]}, "task": {"type": "worker", '
+                   '"index": 0}}'}, {},
+     r"TF_CONFIG cluster addresses must be 'host:port' with an IPv6 host in brackets "
+     r"\('\[::1\]:2222'\)\. Received: worker '::1:2222'"),
+    ("tf-config-evaluator-only", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"evaluator": ["127.0.0.1:2222"]}, "task": {"type": '
+                   '"evaluator", "index": 0}}'}, {},
+     r"TF_CONFIG cluster must have a chief, master or worker task \(an evaluator or parameter "
+     r"servers alone train nothing\)\. Received: cluster task types \['evaluator'\]"),
+    ("tf-config-two-chiefs", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"chief": ["127.0.0.1:2222", "127.0.0.1:2223"]}, "task": '
+                   '{"type": "chief", "index": 0}}'}, {},
+     r"TF_CONFIG cluster must have one 'chief' task at most \(it alone writes the "
+     r"checkpoints\)\. Received: chief=\['127\.0\.0\.1:2222', '127\.0\.0\.1:2223'\]"),
+    ("tf-config-ps-under-multi-worker", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"chief": ["127.0.0.1:2222"], "ps": ["127.0.0.1:2223"]}, '
+                   '"task": {"type": "chief", "index": 0}}'}, {},
+     r"TF_CONFIG must have no 'ps' tasks under strategy 'multi_worker' \(.*\)\. Received: "
+     r"ps=\['127\.0\.0\.1:2223'\]"),
 ]
 _IDS = [entry[0] for entry in CATALOGUE]
 
@@ -219,7 +248,7 @@ def test_nan_loss_keeps_last_finite_checkpoint(model_dir, capsys):
 
 def test_docs_list_every_entry():
     with open(os.path.join(REPO_ROOT, "docs", "errors.md"), encoding="utf-8") as file:
-        documented = re.findall(r"^### `([a-z-]+)`", file.read(), flags=re.MULTILINE)
+        documented = re.findall(r"^### `([a-z0-9-]+)`", file.read(), flags=re.MULTILINE)
     assert documented == _IDS
 
 

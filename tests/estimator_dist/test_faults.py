@@ -330,6 +330,19 @@ def test_damaged_checkpoint_under_cluster_strategy_refused(trained, capsys, monk
     assert snapshot(trained) == before
 
 
+def test_damaged_checkpoints_to_step_0_under_cluster_strategy_advise_max_steps_1(
+        trained, capsys, monkeypatch):
+    for step in (2, 4):
+        with open(os.path.join(trained, f"model.ckpt-{step}.data-00000-of-00001"),
+                  "r+b") as file:
+            file.truncate(100)
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"chief": ["127.0.0.1:2222"]}, '
+                                    '"task": {"type": "chief", "index": 0}}')
+    code, _, err = run_main(["--model-dir", trained, "--strategy", "multi_worker"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--strategy default --max-steps 1 --no-export to fall back" in err, err
+
+
 def test_disk_full_during_training_is_one_line_exit_1(trained, capsys, monkeypatch):
     def full(*_, **__):
         raise tf.errors.ResourceExhaustedError(

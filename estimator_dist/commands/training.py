@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from estimator_dist import export, models, plan as plan_lib, precision, run_record
 from estimator_dist.commands import (checkpoint_saver, checkpoints, events, hooks,
-                                     model_dir_lock)
+                                     model_dir_lock, model_size)
 from estimator_dist.commands.config import RunSettings
 from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
@@ -129,6 +129,20 @@ def _strategy_plan(settings, task):
                             model_dir=settings.model_dir, **kwargs)
 
 
+def _path_fault(path):
+    """Why ``path`` (or a directory above it) cannot be a directory, when a symlink is the
+    cause, in words; else None. ``makedirs`` reports a symlink loop as "File exists"."""
+    while path and path != os.path.dirname(path):
+        if os.path.islink(path) and not os.path.exists(path):
+            try:
+                os.stat(path)
+            except OSError as error:
+                kind = "a symlink loop" if error.errno == errno.ELOOP else "a dangling symlink"
+                return f"{path!r} is {kind}: {error.strerror}"
+        path = os.path.dirname(path)
+    return None
+
+
 def _prepare_model_dir(model_dir):
     """Creates ``model_dir`` if needed and proves it writable, before anything is written."""
     try:
@@ -136,10 +150,11 @@ def _prepare_model_dir(model_dir):
         with tempfile.TemporaryFile(dir=model_dir):
             pass
     except OSError as error:
-        if error.errno == errno.ENOSPC:
-            raise os_fault("model_dir", error) from None
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise os_fault("model_dir", error, model_dir) from None
         raise UsageError(f"model_dir must be a writable directory. Received: "
-                         f"model_dir={model_dir!r} ({error.strerror})") from None
+                         f"model_dir={model_dir!r} "
+                         f"({_path_fault(model_dir) or error.strerror})") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,6 +401,10 @@ def _prepare(settings, record, *, check_lock=False):
         model_dir_lock.check_free(resolved.model_dir)
     resume = _resume_point(resolved, task)  # Reads files only: no TF op runs.
     strategy = _strategy_plan(resolved, task)
+    # The built-in data's width of x stands in for files' (read later): the bulk of a
+    # model too large lies in its layers and classes.
+    model_size.check(model.name, resolved.params,
+                     int(model.train_data().features["x"].shape[-1]))
     check_params(model, resolved.params)
     strategy.check_batch_size(resolved.batch_size)
     _check_export_dir(resolved)
@@ -403,10 +422,14 @@ def _record_start(plan):
             aside = checkpoints.fall_back(model_dir, plan.resume)
             print(f"warning: {checkpoints.describe(plan.resume)} (the damaged files are kept, "
                   f"unchanged, in {aside})", file=sys.stderr, flush=True)
+    except OSError as error:
+        raise os_fault("model_dir", error, os.path.join(model_dir, checkpoints.STATE_FILE)) \
+            from None
+    try:
         run_record.write(model_dir, run_record.make_record(plan.settings.to_dict(),
                                                            plan.data.spec))
-    except OSError as error:
-        raise os_fault("model_dir", error) from None
+    except OSError as error:  # A write to a full disk names no file.
+        raise os_fault("model_dir", error, run_record.path(model_dir)) from None
 
 
 _DATA_FAULTS = ("bad CSV record at ", "corrupt or truncated TFRecord file ", "Name: ")
@@ -436,7 +459,7 @@ def _runtime_fault(error, settings):
     """A one-line error for a failure during training that is the data's or the disk's,
     else None."""
     if isinstance(error, OSError):
-        fault = os_fault("model_dir", error)
+        fault = os_fault("model_dir", error, settings.model_dir)
         return fault if isinstance(fault, EnvironmentFault) else None
     text = str(getattr(error, "message", error))
     if _DISK_FULL in text:

@@ -356,6 +356,19 @@ def test_disk_full_during_training_is_one_line_exit_1(trained, capsys, monkeypat
         r"Received: No space left on device under .*trained", err), err
 
 
+def test_disk_full_writing_run_json_names_it(tmp_path, capsys, monkeypatch):
+    def full(*_):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # As a write() fails: no file.
+
+    monkeypatch.setattr(training.run_record, "write", full)
+    model_dir = str(tmp_path / "m")
+    code, _, err = run_main(["--model-dir", model_dir, "--max-steps", 2], capsys)
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.endswith(f"model_dir needs free disk space. Received: No space left on device "
+                        f"writing {os.path.join(model_dir, 'run.json')}\n"), err
+    assert not os.path.exists(model_dir_lock.path(model_dir))
+
+
 def test_disk_full_during_training_removes_partial_writes(trained, capsys, monkeypatch):
     partial = ["checkpoint.tmp" + "0" * 32, "model.ckpt-6_temp/part-00000-of-00001.data",
                "model.ckpt-6.data-00000-of-00001.tempstate123", "export/temp-1700000000/x"]

@@ -51,6 +51,9 @@ def load_file(path):
         raise UsageError(f"config file must be UTF-8 text. Received: {str(path)!r} (byte "
                          f"{error.object[error.start]:#04x} at offset {error.start})") from None
     kind = "JSON" if path.suffix == ".json" else "YAML"
+    depth = _flow_depth(text)
+    if depth > MAX_NESTING:
+        raise _too_deep(path, f"{depth:,} levels of brackets")
     try:
         values = (json.loads(text, object_pairs_hook=_json_object) if kind == "JSON"
                   else yaml.load(text, Loader=_PlainLoader))  # noqa: S506 (a SafeLoader)
@@ -58,4 +61,39 @@ def load_file(path):
         first = str(error).splitlines()[0]
         raise UsageError(f"config file must be valid {kind}. "
                          f"Received: {str(path)!r} ({first})") from None
+    except RecursionError:  # Nesting without brackets (YAML's "- - - ..." or indents).
+        raise _too_deep(path, "more levels than the reader can follow") from None
     return {} if values is None else values
+
+
+# Settings nest three levels at most (params -> hidden_units -> a number); both readers
+# recurse once per level and end in a RecursionError near 1,000.
+MAX_NESTING = 100
+
+
+def _too_deep(path, received):
+    return UsageError(f"config file must nest at most {MAX_NESTING} levels. "
+                      f"Received: {str(path)!r} ({received})")
+
+
+def _flow_depth(text):
+    """The deepest nesting of [ and { in ``text``, brackets inside quotes not counted."""
+    depth = deepest = 0
+    quote = None
+    escaped = False
+    for char in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\" and quote == '"':
+                escaped = True
+            elif char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest

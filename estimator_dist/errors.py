@@ -67,11 +67,12 @@ def os_fault(name, error, path=None):
     """The one-line error for an ``OSError`` while writing ``name`` (at ``path``): the
     machine's fault when the disk is full, else the path's."""
     path = error.filename or path
+    where = f"writing {path}" if path else f"writing under {name}"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return EnvironmentFault(f"{name} needs free disk space. Received: {error.strerror} "
-                                f"writing {path}")
+                                f"{where}")
     return UsageError(f"{name} must be a path that can be written. Received: "
-                      f"{path!r} ({error.strerror})")
+                      f"{path or name!r} ({error.strerror})")
 
 
 class EnvironmentFault(Exception):

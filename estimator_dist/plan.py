@@ -84,9 +84,16 @@ def task_of(strategy):
     Reads the environment only (``make_run_config`` writes ``TF_CONFIG`` for TensorFlow
     when the cluster came from elsewhere); starts no TensorFlow runtime.
     """
-    if not strategy_table.kind_of(strategy).cluster:
+    kind = strategy_table.kind_of(strategy)
+    if not kind.cluster:
         return None
-    return cluster_sources.task_from_env(strategy=strategy)
+    task = cluster_sources.task_from_env(strategy=strategy)
+    if kind.collectives and "ps" in task.cluster:
+        raise UsageError(
+            f"TF_CONFIG must have no 'ps' tasks under strategy {strategy!r} (its workers "
+            "keep the variables; parameter servers serve strategy 'parameter_server'). "
+            f"Received: ps={task.cluster['ps']!r}")
+    return task
 
 
 def resolve(strategy, task=None, *, num_replicas=None, **run_config_kwargs):

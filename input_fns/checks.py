@@ -22,6 +22,7 @@ DEFAULT_LIMIT = 1000  # Records read per file.
 # The longest float field tf.io.decode_csv reads in TF 2.15 ("... is not a valid float"
 # past it, spaces included; int fields have no such limit).
 MAX_FLOAT_CHARS = 31
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,12 +60,25 @@ def _number(text, kind, where):
 
 
 def _float(text, where):
-    """A float field that TensorFlow's CSV reader reads too (it reads none longer)."""
+    """A float field that TensorFlow's CSV reader reads too (it reads none longer), and
+    that float32 holds (a larger one becomes Inf, and the loss NaN)."""
     if len(text) > MAX_FLOAT_CHARS:
         raise _fault(f"hold numbers of at most {MAX_FLOAT_CHARS} characters (TensorFlow's CSV "
                      "reader reads no longer ones)", f"a field of {len(text):,} characters",
                      where)
-    return _number(text, float, where)
+    value = _number(text, float, where)
+    if math.isfinite(value) and abs(value) > FLOAT32_MAX:
+        raise _fault(f"hold numbers within float32's range (at most {FLOAT32_MAX:.7g} in "
+                     "magnitude; larger ones become Inf)", text, where)
+    return value
+
+
+def _unquoted(text, where):
+    """The pipeline's line check (``csv_files``) takes no quoted number."""
+    if text.strip().startswith('"'):
+        raise _fault("hold unquoted numbers (the input pipeline reads no quoted number)",
+                     repr(text), where)
+    return text
 
 
 @contextlib.contextmanager
@@ -81,10 +95,15 @@ def _any_field_size():
 def _csv_records(path, label, limit):
     """Yields (where, x values, label) of the first ``limit`` rows of a CSV file."""
     with tf.io.gfile.GFile(path, "r") as stream, _any_field_size():
-        rows = csv.reader(stream)
-        header = [name.strip() for name in next(rows, [])]
+        # Quotes kept as they are: the pipeline reads no quoted number, so none may pass.
+        rows = csv.reader(stream, quoting=csv.QUOTE_NONE)
+        header = [name.strip().strip('"') for name in next(rows, [])]
         if label not in header:
             raise _fault(f"follow a header with a {label!r} column", header, f"{path} line 1")
+        if header.count(label) > 1:
+            raise _fault(f"follow a header with one {label!r} column", header, f"{path} line 1")
+        if len(header) < 2:
+            raise _fault(f"have a column of x besides {label!r}", header, f"{path} line 1")
         column = header.index(label)
         for number, row in enumerate(rows, start=2):
             if number - 1 > limit:
@@ -93,8 +112,9 @@ def _csv_records(path, label, limit):
             if len(row) != len(header):
                 raise _fault(f"have the header's {len(header)} fields", f"{len(row)} fields",
                              where)
-            values = [_float(v, where) for i, v in enumerate(row) if i != column]
-            yield where, values, _number(row[column], int, where)
+            values = [_float(_unquoted(v, where), where) for i, v in enumerate(row)
+                      if i != column]
+            yield where, values, _number(_unquoted(row[column], where), int, where)
 
 
 def tfrecord_records(path, label, limit):

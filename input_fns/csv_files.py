@@ -27,8 +27,12 @@ def _line_pattern(dtypes, delim):
 
 
 def _read_header(path, delim):
-    with tf.io.gfile.GFile(path, "r") as stream:
-        line = stream.readline().rstrip("\r\n")
+    try:
+        with tf.io.gfile.GFile(path, "r") as stream:
+            line = stream.readline().rstrip("\r\n")
+    except UnicodeDecodeError as error:  # Its own message names no file.
+        raise ValueError(f"CSV header of {path} must be UTF-8 text. Received: byte "
+                         f"{error.object[error.start]:#04x} at offset {error.start}") from None
     return [name.strip().strip('"') for name in line.split(delim)] if line else []
 
 

@@ -47,6 +47,12 @@ def check_settings(settings, engine):
     if settings.train_data:
         raise UsageError(f"train_data must be left out with engine {engine!r} (it trains on "
                          f"the built-in data). Received: train_data={settings.train_data!r}")
+    # Settings of the Estimator's model dir would do nothing here: refused, not ignored.
+    for name in ("model_dir", "export_dir"):
+        if getattr(settings, name) is not None:
+            raise UsageError(f"{name} must be left out with engine {engine!r} (the TF2 engines "
+                             f"write no model dir or export). Received: "
+                             f"{name}={getattr(settings, name)!r}")
     if settings.mixed_precision is not None:
         raise UsageError(f"mixed_precision must be none with engine {engine!r} (the Estimator "
                          f"engine computes in it). Received: "

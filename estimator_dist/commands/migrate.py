@@ -8,6 +8,9 @@ directory, or one file when ``OUT`` ends in ``.keras``). ``tf.keras.models.load_
 gives the same ``logits`` as the Estimator.
 
 ``D`` is only read, and ``OUT`` appears whole or not at all (``keras_conversion.save``).
+A damaged newest checkpoint, or a state file that is damaged or points outside ``D``, is
+passed over as ``train`` passes over it (``checkpoints.inspect``): the newest intact
+checkpoint is converted, with one warning line, and nothing in ``D`` moves.
 Symlinks resolved, ``OUT`` must neither be, hold nor lie inside ``D``, and an existing
 ``OUT`` is replaced (``--overwrite``) only when migrate wrote it.
 
@@ -15,6 +18,7 @@ A checkpoint of another model_fn converts through a mapping file instead of ``D`
 (``--checkpoint``, ``--mapping``, ``--keras-model``): see ``checkpoint_mapping``.
 """
 import os
+import sys
 
 from estimator_dist.commands import cli, logs
 from estimator_dist.conversion import checkpoint_mapping
@@ -115,6 +119,20 @@ def _describe(keras_model):
             f"outputs {', '.join(outputs)}")
 
 
+def _intact_checkpoint(model_dir):
+    """The checkpoint a resume of ``model_dir`` would restore; warns when that is not the
+    one its state file names."""
+    from estimator_dist.commands import checkpoints  # pylint: disable=import-outside-toplevel
+
+    resume = checkpoints.inspect(model_dir)
+    if resume.path is None:
+        return latest_checkpoint(model_dir)  # Raises: no checkpoint.
+    if resume.needs_fallback:
+        print(f"warning: {checkpoints.describe(resume, doing='converting')} (the model dir "
+              "is left as it is)", file=sys.stderr, flush=True)
+    return resume.path
+
+
 def migrate_command(args):
     """Converts and saves as ``args`` say; returns the process exit code."""
     if _mapping_mode(args):
@@ -122,8 +140,8 @@ def migrate_command(args):
     output = _validate_migrate_args(args)
     logs.quiet_tensorflow(verbose=False)
     logs.tensorflow_python_logging(verbose=False)
-    checkpoint = latest_checkpoint(args.model_dir)
-    keras_model = to_keras(args.model_dir)
+    checkpoint = _intact_checkpoint(args.model_dir)
+    keras_model = to_keras(args.model_dir, checkpoint=checkpoint)
     save(keras_model, output, overwrite=args.overwrite)
     print(f"checkpoint  {checkpoint}")
     print(f"keras model {_describe(keras_model)}")

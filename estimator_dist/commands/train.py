@@ -240,7 +240,7 @@ def train_command(args, deadline=None):
     if deadline is not None:
         deadline.saved = _saved_words(settings)
     try:
-        _print_summary(training.run(settings, record=record,
+        _print_summary(training.run(settings, record=record, hold_model_dir=True,
                                     on_stopped=deadline.settle if deadline else None))
     except preemption.Preempted as stop:
         print(f"{_PROG}: {stop} (run again with the same --model-dir to resume)",

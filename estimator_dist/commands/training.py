@@ -17,7 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_dist import export, models, plan as plan_lib, precision, run_record
-from estimator_dist.commands import checkpoint_saver, checkpoints, events, hooks
+from estimator_dist.commands import (checkpoint_saver, checkpoints, events, hooks,
+                                     model_dir_lock, model_size)
 from estimator_dist.commands.config import RunSettings
 from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
@@ -128,6 +129,20 @@ def _strategy_plan(settings, task):
                             model_dir=settings.model_dir, **kwargs)
 
 
+def _path_fault(path):
+    """Why ``path`` (or a directory above it) cannot be a directory, when a symlink is the
+    cause, in words; else None. ``makedirs`` reports a symlink loop as "File exists"."""
+    while path and path != os.path.dirname(path):
+        if os.path.islink(path) and not os.path.exists(path):
+            try:
+                os.stat(path)
+            except OSError as error:
+                kind = "a symlink loop" if error.errno == errno.ELOOP else "a dangling symlink"
+                return f"{path!r} is {kind}: {error.strerror}"
+        path = os.path.dirname(path)
+    return None
+
+
 def _prepare_model_dir(model_dir):
     """Creates ``model_dir`` if needed and proves it writable, before anything is written."""
     try:
@@ -135,10 +150,11 @@ def _prepare_model_dir(model_dir):
         with tempfile.TemporaryFile(dir=model_dir):
             pass
     except OSError as error:
-        if error.errno == errno.ENOSPC:
-            raise os_fault("model_dir", error) from None
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise os_fault("model_dir", error, model_dir) from None
         raise UsageError(f"model_dir must be a writable directory. Received: "
-                         f"model_dir={model_dir!r} ({error.strerror})") from None
+                         f"model_dir={model_dir!r} "
+                         f"({_path_fault(model_dir) or error.strerror})") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,7 +257,8 @@ def _check_no_stray_cluster(settings):
 
 
 def _resume_point(settings, task):
-    """The checkpoint a resume restores; a fallback past damage runs in one process only.
+    """The checkpoint a resume restores; a fallback past damage runs in one process only
+    (the advice names --max-steps 1 at step 0, as --max-steps 0 is refused).
 
     In a cluster (``task`` set) only the chief inspects the checkpoints (the others would
     race its saves).
@@ -253,7 +270,7 @@ def _resume_point(settings, task):
         raise UsageError(
             f"model_dir must have an intact newest checkpoint to resume under strategy "
             f"{settings.strategy!r}; run once, without TF_CONFIG, with --strategy default "
-            f"--max-steps {resume.step} --no-export to fall back. "
+            f"--max-steps {max(resume.step, 1)} --no-export to fall back. "
             f"Received: {checkpoints.describe(resume)}")
     return resume
 
@@ -363,8 +380,12 @@ class _Run:
     resume: checkpoints.Resume
 
 
-def _prepare(settings, record):
-    """Resolves and checks ``settings``; reads the model dir but writes nothing."""
+def _prepare(settings, record, *, check_lock=False):
+    """Resolves and checks ``settings``; reads the model dir but writes nothing.
+
+    ``check_lock``: refuse a model dir that a live run holds (``model_dir_lock``), first,
+    as its files may change under the other checks.
+    """
     model = models.MODELS[settings.model]
     resolved = settings.replace(
         model_dir=settings.model_dir or default_model_dir(settings.model),
@@ -376,8 +397,14 @@ def _prepare(settings, record):
     run_record.check_resume(resolved.model_dir, resolved.to_dict(), record)
     _check_no_stray_cluster(resolved)
     task = plan_lib.task_of(resolved.strategy)
+    if check_lock and (task is None or task.is_chief):
+        model_dir_lock.check_free(resolved.model_dir)
     resume = _resume_point(resolved, task)  # Reads files only: no TF op runs.
     strategy = _strategy_plan(resolved, task)
+    # The built-in data's width of x stands in for files' (read later): the bulk of a
+    # model too large lies in its layers and classes.
+    model_size.check(model.name, resolved.params,
+                     int(model.train_data().features["x"].shape[-1]))
     check_params(model, resolved.params)
     strategy.check_batch_size(resolved.batch_size)
     _check_export_dir(resolved)
@@ -395,10 +422,14 @@ def _record_start(plan):
             aside = checkpoints.fall_back(model_dir, plan.resume)
             print(f"warning: {checkpoints.describe(plan.resume)} (the damaged files are kept, "
                   f"unchanged, in {aside})", file=sys.stderr, flush=True)
+    except OSError as error:
+        raise os_fault("model_dir", error, os.path.join(model_dir, checkpoints.STATE_FILE)) \
+            from None
+    try:
         run_record.write(model_dir, run_record.make_record(plan.settings.to_dict(),
                                                            plan.data.spec))
-    except OSError as error:
-        raise os_fault("model_dir", error) from None
+    except OSError as error:  # A write to a full disk names no file.
+        raise os_fault("model_dir", error, run_record.path(model_dir)) from None
 
 
 _DATA_FAULTS = ("bad CSV record at ", "corrupt or truncated TFRecord file ", "Name: ")
@@ -428,7 +459,7 @@ def _runtime_fault(error, settings):
     """A one-line error for a failure during training that is the data's or the disk's,
     else None."""
     if isinstance(error, OSError):
-        fault = os_fault("model_dir", error)
+        fault = os_fault("model_dir", error, settings.model_dir)
         return fault if isinstance(fault, EnvironmentFault) else None
     text = str(getattr(error, "message", error))
     if _DISK_FULL in text:
@@ -444,19 +475,38 @@ def _runtime_fault(error, settings):
                       f"saved so far are kept. Received: {line[at:].rstrip(']')[:300]}")
 
 
-def run(settings, *, stream=None, record=None, on_stopped=None):
+def _hold(model_dir):
+    """The model dir's lock (``model_dir_lock.hold``); a failed write is one line."""
+    try:
+        return model_dir_lock.hold(model_dir)
+    except OSError as error:
+        raise os_fault("model_dir", error, model_dir_lock.path(model_dir)) from None
+
+
+def run(settings, *, stream=None, record=None, on_stopped=None, hold_model_dir=False):
     """Trains, evaluates and exports one model; returns a ``Result``.
 
     Progress goes to ``stream`` (default: stdout), on the chief only. ``record`` is the
     run recorded in ``settings.model_dir`` (``run_record.load``) when the caller read it
     already; None: read here. ``on_stopped``: called with the words of a stop on a signal
     once this task has saved what it owns (before TensorFlow closes the session).
+    ``hold_model_dir``: the chief (the one writer of a cluster) holds the model dir's lock
+    while it runs (``model_dir_lock``); a model dir a live run holds is refused.
     """
     start = time.monotonic()
     stream = stream or sys.stdout
-    plan = _prepare(settings, record)
+    plan = _prepare(settings, record, check_lock=hold_model_dir)
+    _prepare_model_dir(plan.settings.model_dir)
+    held = _hold(plan.settings.model_dir) if hold_model_dir and plan.strategy.is_chief else None
+    try:
+        return _run_prepared(plan, stream, on_stopped, start)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _run_prepared(plan, stream, on_stopped, start):
     model, settings, strategy = plan.model, plan.settings, plan.strategy
-    _prepare_model_dir(settings.model_dir)
     chief = strategy.is_chief
     if chief:
         _record_start(plan)

@@ -13,12 +13,14 @@ Keras model gives the same ``logits`` as the Estimator:
 
 The model dir is only read. ``save`` writes the model whole or not at all: under a
 temporary name next to the output, then renamed into place; an existing output is
-replaced only when ``save`` wrote it (it holds ``MARKER``). ``python -m
+replaced only when ``save`` wrote it (it holds ``MARKER``) and holds no file but those
+the marker lists. ``python -m
 estimator_dist.migrate`` runs both; a checkpoint of another model_fn converts through a
 mapping file instead (``checkpoint_mapping``).
 """
 import json
 import os
+import re
 import shutil
 import tempfile
 import zipfile
@@ -88,7 +90,7 @@ def latest_checkpoint(model_dir):
     return path
 
 
-def to_keras(model_dir, *, model=None, params=None):
+def to_keras(model_dir, *, model=None, params=None, checkpoint=None):
     """The Keras model equivalent to the latest checkpoint in ``model_dir``.
 
     Args:
@@ -96,6 +98,8 @@ def to_keras(model_dir, *, model=None, params=None):
       model, params: a built-in model's name (``models.NAMES``) and its model_fn params, for a model
         dir trained by other code than ``estimator_dist.train`` (no ``run.json``). By
         default both come from the run recorded in ``model_dir``.
+      checkpoint: the checkpoint prefix to convert (default: the latest one in
+        ``model_dir``, as its state file names it).
 
     Returns:
       A ``tf.keras.Model`` (not compiled) with dict inputs and outputs; see the module
@@ -108,7 +112,7 @@ def to_keras(model_dir, *, model=None, params=None):
         params name an option the conversion cannot express; the checkpoint does not
         hold the model's variables.
     """
-    checkpoint_path = latest_checkpoint(model_dir)
+    checkpoint_path = checkpoint or latest_checkpoint(model_dir)
     builtin, params = _recorded_model(model_dir, model, params)
     params = _resolve_params(builtin, params)
     checkpoint = _keras_models.Checkpoint(checkpoint_path, builtin.name)
@@ -126,31 +130,85 @@ def to_keras(model_dir, *, model=None, params=None):
     return keras_model
 
 
+def _marker(path):
+    """The ``MARKER`` record of a migrate output at ``path`` (a dict), else None."""
+    try:
+        if os.path.isdir(path):
+            with open(os.path.join(path, MARKER), encoding="utf-8") as file:
+                text = file.read()
+        elif zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                text = archive.read(MARKER).decode("utf-8")
+        else:
+            return None
+        record = json.loads(text)
+    except (OSError, KeyError, ValueError):  # No marker, or not one migrate wrote.
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def _written_by_migrate(path):
     """Whether ``path`` is an output of migrate: it holds the ``MARKER``."""
-    if os.path.isdir(path):
-        return os.path.isfile(os.path.join(path, MARKER))
-    if not zipfile.is_zipfile(path):
-        return False
-    with zipfile.ZipFile(path) as archive:
-        return MARKER in archive.namelist()
+    return _marker(path) is not None
+
+
+def _files_under(path):
+    """Every file (and link) under the directory ``path``, relative to it."""
+    return sorted(os.path.relpath(os.path.join(root, name), path)
+                  for root, dirs, files in os.walk(path) for name in files + [
+                      d for d in dirs if os.path.islink(os.path.join(root, d))])
+
+
+# Outputs written before the marker listed its files hold a Keras SavedModel's files only.
+_SAVED_MODEL_FILES = re.compile(r"(saved_model|keras_metadata|fingerprint)\.pb|"
+                                r"variables/variables\.(index|data-\d+-of-\d+)|"
+                                + re.escape(MARKER))
+
+
+def _not_written_by_migrate(path):
+    """The files of the migrate output ``path`` (a directory) that migrate did not write:
+    not in the manifest its marker lists."""
+    if not os.path.isdir(path):
+        return []
+    listed = _marker(path).get("files")
+    if isinstance(listed, list):
+        return [name for name in _files_under(path) if name not in listed]
+    return [name for name in _files_under(path) if not _SAVED_MODEL_FILES.fullmatch(name)]
 
 
 def _write_marker(path):
-    text = json.dumps({"written_by": _WRITER})
+    """Writes the ``MARKER``: who wrote ``path`` and, for a directory, every file in it
+    (the manifest ``--overwrite`` checks, so that it removes nothing else)."""
+    record = {"written_by": _WRITER}
     if os.path.isdir(path):
+        record["files"] = sorted(_files_under(path) + [MARKER])
         with open(os.path.join(path, MARKER), "w", encoding="utf-8") as file:
-            file.write(text)
+            json.dump(record, file, indent=1)
     else:
         with zipfile.ZipFile(path, "a") as archive:
-            archive.writestr(MARKER, text)
+            archive.writestr(MARKER, json.dumps(record))
+
+
+def _check_replaceable(output):
+    if not _written_by_migrate(output):
+        raise UsageError(f"output must be a new path or an earlier migrate output (one "
+                         f"holding {MARKER}); migrate never replaces anything else. "
+                         f"Received: output={output!r}")
+    foreign = _not_written_by_migrate(output)
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        raise UsageError(f"output must hold only the files an earlier migrate wrote there "
+                         f"to be replaced (--overwrite removes nothing else; move them out "
+                         f"first). Received: output={output!r} also holding "
+                         f"{', '.join(repr(f) for f in foreign[:3])}{more}")
 
 
 def check_output(output, overwrite):
     """The real (symlinks resolved) ``output`` path, if the Keras model may go there.
 
     An existing ``output`` is replaced only with ``overwrite``, and only when migrate wrote
-    it: anything else there (a model dir, a directory of runs, a file) is refused.
+    it and it holds nothing else (the files its marker lists): anything else there (a
+    model dir, a directory of runs, a file, a file added to an earlier output) is refused.
     """
     output = os.path.realpath(output)
     if output.lower().endswith(_LEGACY_SUFFIXES):
@@ -161,18 +219,13 @@ def check_output(output, overwrite):
     if not overwrite:
         raise UsageError(f"output must not exist yet (pass --overwrite to replace it). "
                          f"Received: output={output!r}")
-    if not _written_by_migrate(output):
-        raise UsageError(f"output must be a new path or an earlier migrate output (one "
-                         f"holding {MARKER}); migrate never replaces anything else. "
-                         f"Received: output={output!r}")
+    _check_replaceable(output)
     return output
 
 
 def _remove(path):
     """Removes an earlier migrate output, checked again just before."""
-    if not _written_by_migrate(path):
-        raise UsageError(f"output must be an earlier migrate output to be replaced. "
-                         f"Received: output={path!r}")
+    _check_replaceable(path)
     if os.path.isdir(path):
         shutil.rmtree(path)
     else:

@@ -9,6 +9,7 @@ import json
 from estimator_dist.errors import UsageError
 
 TASK_TYPES = ("chief", "master", "worker", "ps", "evaluator")
+TRAINING_TASK_TYPES = ("chief", "master", "worker")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +29,7 @@ class TFConfig:
     @property
     def num_workers(self):
         """Training workers, the chief included."""
-        return sum(len(self.cluster.get(t, ())) for t in ("chief", "master", "worker"))
+        return sum(len(self.cluster.get(t, ())) for t in TRAINING_TASK_TYPES)
 
     @property
     def is_chief(self):
@@ -64,11 +65,22 @@ def _parse_cluster(config):
     if "master" in spec and "chief" in spec:
         raise _fault("must not have both 'master' and 'chief' in the cluster",
                      f"cluster task types {sorted(spec)}")
+    for task_type in ("chief", "master"):
+        if len(spec.get(task_type, ())) > 1:
+            raise _fault(f"cluster must have one {task_type!r} task at most (it alone writes "
+                         "the checkpoints)", f"{task_type}={spec[task_type]!r}")
+    if not any(task_type in spec for task_type in TRAINING_TASK_TYPES):
+        raise _fault("cluster must have a chief, master or worker task (an evaluator or "
+                     "parameter servers alone train nothing)",
+                     f"cluster task types {sorted(spec)}")
     return spec
 
 
 def _check_port(task_type, address):
-    port = address.rsplit(":", 1)[1]
+    host, port = address.rsplit(":", 1)
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):
+        raise _fault("cluster addresses must be 'host:port' with an IPv6 host in brackets "
+                     "('[::1]:2222')", f"{task_type} {address!r}")
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise _fault("cluster ports must be ints in [1, 65535]", f"{task_type} {address!r}")
 

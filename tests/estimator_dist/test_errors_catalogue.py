@@ -6,10 +6,12 @@ Each entry: (id, flags, environment, files to create, message regex). In the fla
 ``{tmp}`` a scratch directory. An entry without ``--model-dir`` gets ``{fresh}``, which
 must still not exist afterwards.
 """
+import json
 import os
 import pathlib
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -154,6 +156,81 @@ CATALOGUE += [
      r"rendezvous_timeout=9223372036854775807"),
     ("tf-config-missing-parameter-server", ["--strategy", "parameter_server"],
      {"TF_CONFIG": None}, {}, r"TF_CONFIG must be set for strategy 'parameter_server'"),
+    ("model-dir-in-use", ["--model-dir", "{tmp}/held"], {},
+     {"held/.estimator-dist.lock": json.dumps({
+         "host": socket.gethostname(), "pid": os.getpid(), "token": "live",
+         "started": "2024-01-01T00:00:00+00:00"})},
+     r"model_dir must not be in use by another run \(one run per model dir\); wait for it to "
+     r"end or use another --model-dir .*Received: model_dir='.*held' held by pid \d+ on host "
+     r"'.+', running since 2024-01-01T00:00:00\+00:00"),
+    ("tf-config-ipv6-unbracketed", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"worker": ["::1:2222"]}, "task": {"type": "worker", '
+                   '"index": 0}}'}, {},
+     r"TF_CONFIG cluster addresses must be 'host:port' with an IPv6 host in brackets "
+     r"\('\[::1\]:2222'\)\. Received: worker '::1:2222'"),
+    ("tf-config-evaluator-only", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"evaluator": ["127.0.0.1:2222"]}, "task": {"type": '
+                   '"evaluator", "index": 0}}'}, {},
+     r"TF_CONFIG cluster must have a chief, master or worker task \(an evaluator or parameter "
+     r"servers alone train nothing\)\. Received: cluster task types \['evaluator'\]"),
+    ("tf-config-two-chiefs", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"chief": ["127.0.0.1:2222", "127.0.0.1:2223"]}, "task": '
+                   '{"type": "chief", "index": 0}}'}, {},
+     r"TF_CONFIG cluster must have one 'chief' task at most \(it alone writes the "
+     r"checkpoints\)\. Received: chief=\['127\.0\.0\.1:2222', '127\.0\.0\.1:2223'\]"),
+    ("tf-config-ps-under-multi-worker", ["--strategy", "multi_worker"],
+     {"TF_CONFIG": '{"cluster": {"chief": ["127.0.0.1:2222"], "ps": ["127.0.0.1:2223"]}, '
+                   '"task": {"type": "chief", "index": 0}}'}, {},
+     r"TF_CONFIG must have no 'ps' tasks under strategy 'multi_worker' \(.*\)\. Received: "
+     r"ps=\['127\.0\.0\.1:2223'\]"),
+    ("model-too-large", ["--param", "num_classes=1000000000"], {}, {},
+     r"params must give a model whose training fits in memory \(16 bytes a parameter: float32 "
+     r"weights, gradients and two optimizer slots; [\d,.]+ GiB on this machine\)\. Received: "
+     r"hidden_units=\[64, 64\], num_classes=1000000000 \(65,000,005,248 parameters, 968\.6 GiB\)"),
+    ("model-too-large-units", ["--param", "hidden_units=[100000000,100000]"], {}, {},
+     r"params must give a model whose training fits in memory .*Received: hidden_units="
+     r"\[100000000, 100000\], num_classes=3 \(10,001,700,400,003 parameters"),
+    ("model-too-large-lstm", ["--model", "lstm", "--param", "num_units=1000000"], {}, {},
+     r"params must give a model whose training fits in memory .*Received: num_units=1000000, "
+     r"num_classes=3 \(4,000,011,000,003 parameters"),
+    ("model-too-many-layers", ["--config", "{tmp}/layers.yaml"], {},
+     {"layers.yaml": "params:\n  hidden_units: [" + ", ".join(["4"] * 100_000) + "]\n"},
+     r"params\.hidden_units must give at most 1,000 layers \(a graph of more takes many minutes "
+     r"to build\)\. Received: 100,000 layers"),
+    ("config-nested-too-deep", ["--config", "{tmp}/deep.json"], {},
+     {"deep.json": '{"params": ' + "[" * 20_000 + "]" * 20_000 + "}"},
+     r"config file must nest at most 100 levels\. Received: '.*deep\.json' \(20,001 levels of "
+     r"brackets\)"),
+    ("config-nested-too-deep-yaml", ["--config", "{tmp}/deep.yaml"], {},
+     {"deep.yaml": "- " * 20_000 + "1\n"},
+     r"config file must nest at most 100 levels\. Received: '.*deep\.yaml' \(more levels than "
+     r"the reader can follow\)"),
+    ("data-duplicate-label", ["--train-data", "{tmp}/d.csv"], {},
+     {"d.csv": "a,label,label\n1,0,0\n"},
+     r"train_data records must follow a header with one 'label' column\. Received: \['a', "
+     r"'label', 'label'\] at .*d\.csv line 1"),
+    ("data-label-only", ["--train-data", "{tmp}/d.csv"], {}, {"d.csv": "label\n0\n1\n"},
+     r"train_data records must have a column of x besides 'label'\. Received: \['label'\] at "
+     r".*d\.csv line 1"),
+    ("data-quoted-number", ["--train-data", "{tmp}/d.csv"], {},
+     {"d.csv": 'a,b,label\n1,2,0\n"1.5",2,0\n'},
+     r"train_data records must hold unquoted numbers \(the input pipeline reads no quoted "
+     r"number\)\. Received: '\"1\.5\"' at .*d\.csv line 3"),
+    ("data-float32-overflow", ["--train-data", "{tmp}/d.csv"], {},
+     {"d.csv": "a,b,label\n1,2,0\n1e39,2,0\n"},
+     r"train_data records must hold numbers within float32's range \(at most 3\.402823e\+38 in "
+     r"magnitude; larger ones become Inf\)\. Received: 1e39 at .*d\.csv line 3"),
+    ("data-not-utf8-header", ["--train-data", "{tmp}/d.csv"], {},
+     {"d.csv": lambda path: pathlib.Path(path).write_bytes(b"a\xe9,b,label\n1,2,0\n")},
+     r"train_data must be CSV or TFRecord files in the layout of docs/input\.md: CSV header of "
+     r".*d\.csv must be UTF-8 text\. Received: byte 0xe9"),
+    ("engine-with-model-dir", ["--engine", "keras"], {}, {},
+     r"model_dir must be left out with engine 'keras' \(the TF2 engines write no model dir or "
+     r"export\)\. Received: model_dir='.*fresh'"),
+    ("model-dir-symlink-loop", ["--model-dir", "{tmp}/loop/m"], {},
+     {"loop": lambda path: os.symlink(path, path)},
+     r"model_dir must be a writable directory\. Received: model_dir='.*loop/m' \('.*loop' is a "
+     r"symlink loop: Too many levels of symbolic links\)"),
 ]
 _IDS = [entry[0] for entry in CATALOGUE]
 
@@ -219,7 +296,7 @@ def test_nan_loss_keeps_last_finite_checkpoint(model_dir, capsys):
 
 def test_docs_list_every_entry():
     with open(os.path.join(REPO_ROOT, "docs", "errors.md"), encoding="utf-8") as file:
-        documented = re.findall(r"^### `([a-z-]+)`", file.read(), flags=re.MULTILINE)
+        documented = re.findall(r"^### `([a-z0-9-]+)`", file.read(), flags=re.MULTILINE)
     assert documented == _IDS
 
 

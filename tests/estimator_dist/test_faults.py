@@ -8,15 +8,21 @@ Each entry of ``REFUSED``: (id, flags, files to create, message regex). In the f
 scratch directory; ``{fresh}`` a path nothing exists at, which must still not exist.
 """
 import errno
+import json
 import os
 import re
 import shutil
+import socket
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist.commands import checkpoints, training
+from estimator_dist.commands import checkpoints, model_dir_lock, training
+from estimator_dist.commands.migrate import main as migrate_main
 from estimator_dist.commands.config import RunSettings
 from estimator_dist.commands.report import main as report_main
 from input_fns import write_tfrecords
@@ -122,6 +128,11 @@ REFUSED = [
      {"@damage": "index"},
      r"model_dir must hold an intact checkpoint to resume \(nothing was changed; .*\)\. "
      r"Received: .*model\.ckpt-4: .*model\.ckpt-0: "),
+    ("checkpoint-state-outside-none-intact",
+     ["--model-dir", "{trained}", "--max-steps", "25", "--no-export"],
+     {"@damage": "index", "@state": 'model_checkpoint_path: "../elsewhere/model.ckpt-2"\n'},
+     r"model_dir must hold an intact checkpoint to resume .*model\.ckpt-0: .*; the checkpoint "
+     r"state file names '.*\.\./elsewhere/model\.ckpt-2', outside the model dir\)"),
 ]
 _IDS = [entry[0] for entry in REFUSED]
 
@@ -171,6 +182,10 @@ def _prepare(argv, files, tmp_path, trained, monkeypatch):
     for name, content in files.items():
         if name == "@damage":
             _damage(trained, content)
+        elif name == "@state":
+            with open(os.path.join(trained, checkpoints.STATE_FILE), "w",
+                      encoding="utf-8") as file:
+                file.write(content)
         elif isinstance(content, bytes):
             (tmp_path / name).write_bytes(content)
         else:
@@ -239,10 +254,37 @@ def _files_of(model_dir, step):
             if k.startswith(f"model.ckpt-{step}.")}
 
 
+def _elsewhere(trained, relative):
+    """A state file naming a copy of ``trained``'s model.ckpt-2 outside the model dir (a
+    resume that followed it would start at step 2, not 4)."""
+    other = os.path.join(os.path.dirname(trained), "elsewhere")
+    os.makedirs(other)
+    for path in _files_of(trained, 2):
+        shutil.copy(os.path.join(trained, path), other)
+    target = "../elsewhere/model.ckpt-2" if relative else os.path.join(other, "model.ckpt-2")
+    return f'model_checkpoint_path: "{target}"\nall_model_checkpoint_paths: "{target}"\n'
+
+
+_STATES = {
+    "state-garbage": lambda trained: "{garbage\n",
+    "state-dangling": lambda trained: 'model_checkpoint_path: "model.ckpt-9"\n',
+    "state-empty": lambda trained: "",
+    "state-binary": lambda trained: b"\x00\xff\xfe\x10model.ckpt-4",
+    "state-outside-relative": lambda trained: _elsewhere(trained, relative=True),
+    "state-outside-absolute": lambda trained: _elsewhere(trained, relative=False),
+}
+
+
 @pytest.mark.parametrize("damage,named,restored", [
     ("data", "model.ckpt-4 (", "model.ckpt-2"),
     ("state-garbage", "the checkpoint state file does not parse", "model.ckpt-4"),
     ("state-dangling", "model.ckpt-9 (missing)", "model.ckpt-4"),
+    ("state-empty", "the checkpoint state file is empty (", "model.ckpt-4"),
+    ("state-binary", "the checkpoint state file is not a text state file (", "model.ckpt-4"),
+    ("state-outside-relative", "elsewhere/model.ckpt-2', outside the model dir (",
+     "model.ckpt-4"),
+    ("state-outside-absolute", "elsewhere/model.ckpt-2', outside the model dir (",
+     "model.ckpt-4"),
 ])
 def test_damaged_checkpoint_falls_back_to_intact_one(damage, named, restored, trained,
                                                      capsys):
@@ -250,9 +292,9 @@ def test_damaged_checkpoint_falls_back_to_intact_one(damage, named, restored, tr
     if damage == "data":
         _damage(trained, "data")
     else:
-        with open(state, "w", encoding="utf-8") as file:
-            file.write("{garbage\n" if damage == "state-garbage"
-                       else 'model_checkpoint_path: "model.ckpt-9"\n')
+        content = _STATES[damage](trained)
+        with open(state, "wb") as file:
+            file.write(content if isinstance(content, bytes) else content.encode())
     damaged = {k: v[1] for k, v in snapshot(trained).items()
                if k == "checkpoint" or k.startswith("model.ckpt-4.")}
     # Estimator re-saves the checkpoint it restores (same step, same values): its data and
@@ -288,6 +330,19 @@ def test_damaged_checkpoint_under_cluster_strategy_refused(trained, capsys, monk
     assert snapshot(trained) == before
 
 
+def test_damaged_checkpoints_to_step_0_under_cluster_strategy_advise_max_steps_1(
+        trained, capsys, monkeypatch):
+    for step in (2, 4):
+        with open(os.path.join(trained, f"model.ckpt-{step}.data-00000-of-00001"),
+                  "r+b") as file:
+            file.truncate(100)
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"chief": ["127.0.0.1:2222"]}, '
+                                    '"task": {"type": "chief", "index": 0}}')
+    code, _, err = run_main(["--model-dir", trained, "--strategy", "multi_worker"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--strategy default --max-steps 1 --no-export to fall back" in err, err
+
+
 def test_disk_full_during_training_is_one_line_exit_1(trained, capsys, monkeypatch):
     def full(*_, **__):
         raise tf.errors.ResourceExhaustedError(
@@ -299,6 +354,19 @@ def test_disk_full_during_training_is_one_line_exit_1(trained, capsys, monkeypat
     assert err.count("\n") == 1 and re.search(
         r"error: model_dir needs free disk space; the checkpoints saved so far are kept .*"
         r"Received: No space left on device under .*trained", err), err
+
+
+def test_disk_full_writing_run_json_names_it(tmp_path, capsys, monkeypatch):
+    def full(*_):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # As a write() fails: no file.
+
+    monkeypatch.setattr(training.run_record, "write", full)
+    model_dir = str(tmp_path / "m")
+    code, _, err = run_main(["--model-dir", model_dir, "--max-steps", 2], capsys)
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.endswith(f"model_dir needs free disk space. Received: No space left on device "
+                        f"writing {os.path.join(model_dir, 'run.json')}\n"), err
+    assert not os.path.exists(model_dir_lock.path(model_dir))
 
 
 def test_disk_full_during_training_removes_partial_writes(trained, capsys, monkeypatch):
@@ -350,6 +418,71 @@ def test_report_disk_full_is_one_line_exit_1(trained, tmp_path, capsys, monkeypa
     assert code == 1 and err.count("\n") == 1, err
     assert re.search(r"output needs free disk space\. Received: No space left on device "
                      r"writing .*c\.png", err), err
+
+
+def test_migrate_falls_back_from_a_damaged_newest_checkpoint_and_moves_nothing(
+        trained, tmp_path, capsys):
+    _damage(trained, "data")
+    before = snapshot(trained)
+    code = migrate_main(["--model-dir", trained, "--output", str(tmp_path / "keras")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert err.count("\n") == 1 and re.match(
+        r"warning: checkpoint model\.ckpt-4 \(.*\) cannot be restored; converting "
+        r"model\.ckpt-2, the newest intact checkpoint \(the model dir is left as it is\)", err), err
+    assert re.search(r"checkpoint  .*model\.ckpt-2\n", out), out
+    assert snapshot(trained) == before
+
+
+@pytest.mark.multi_process
+def test_second_run_into_a_live_model_dir_refused_and_first_unharmed(trained_once, tmp_path,
+                                                                      capsys):
+    model_dir = str(tmp_path / "shared")
+    first = subprocess.Popen(  # Long enough to outlive the second run's check.
+        [sys.executable, "-m", "estimator_dist.train", "--model-dir", model_dir,
+         "--max-steps", "4000", "--no-export"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+        env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"})
+    try:
+        lock = model_dir_lock.path(model_dir)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(lock):
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
+            time.sleep(0.05)
+        code, _, err = run_main(["--model-dir", model_dir, "--max-steps", 4000,
+                                 "--no-export"], capsys)
+        out, first_err = first.communicate(timeout=180)
+    finally:
+        first.kill()
+    assert code == 2 and err.count("\n") == 1, err
+    assert re.search(rf"{_PREFIX}model_dir must not be in use by another run .*Received: "
+                     rf"model_dir='.*shared' held by pid {first.pid} on host '.+', running "
+                     rf"since \d{{4}}-", err), err
+    assert first.returncode == 0, first_err
+    assert "training   4000 steps" in out and "step 4000)" in out, out
+    assert tf.train.latest_checkpoint(model_dir).endswith("model.ckpt-4000")
+    assert not os.path.exists(lock)  # Released on exit.
+
+
+def test_stale_lock_of_a_dead_run_taken_over(trained, capsys):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    with open(model_dir_lock.path(trained), "w", encoding="utf-8") as file:
+        json.dump({"host": socket.gethostname(), "pid": int(dead.stdout), "token": "dead",
+                   "started": "2024-01-01T00:00:00+00:00"}, file)
+    code, out, err = run_main(["--model-dir", trained, "--max-steps", 6, "--no-export"], capsys)
+    assert code == 0 and err == "", err
+    assert "Resuming dense at step 4 to step 6" in out
+    assert not os.path.exists(model_dir_lock.path(trained))
+
+
+def test_run_ended_by_an_error_releases_the_lock(tmp_path, capsys):
+    model_dir = str(tmp_path / "nan")
+    code, _, err = run_main(["--model-dir", model_dir, "--max-steps", 30,
+                             "--param", "learning_rate=1e12", "--no-export"], capsys)
+    assert code == 2 and "loss must stay finite" in err, err
+    assert os.path.exists(os.path.join(model_dir, "run.json"))  # It held the lock, and
+    assert not os.path.exists(model_dir_lock.path(model_dir))  # gave it back.
 
 
 def test_docs_table_lists_every_fault():

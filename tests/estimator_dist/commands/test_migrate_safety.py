@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from estimator_dist.commands import migrate, training
 from estimator_dist.commands.config import RunSettings
+from estimator_dist.conversion import keras_conversion
 from tests.estimator_dist.train_support import keep_tf_logging, snapshot  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")
@@ -110,6 +111,22 @@ def test_migrate_overwrite_replaces_an_earlier_output(runs, tmp_path, capsys, na
     assert snapshot(runs) == before
     assert os.listdir(tmp_path) == [name]
     assert tf.keras.models.load_model(output).output_names == ["logits"]
+
+
+@pytest.mark.parametrize("manifest", [True, False], ids=["manifest", "marker-without-list"])
+def test_migrate_overwrite_refuses_an_earlier_output_holding_a_users_file(runs, tmp_path,
+                                                                          capsys, manifest):
+    output = tmp_path / "keras"
+    assert migrate.main(["--model-dir", str(runs / "a"), "--output", str(output)]) == 0
+    if not manifest:  # As an output written before the marker listed its files.
+        (output / keras_conversion.MARKER).write_text('{"written_by": "migrate"}')
+    (output / "variables" / "notes.txt").write_text("mine\n")
+    error = _refused(["--model-dir", runs / "b", "--output", output, "--overwrite"], capsys,
+                     protected=tmp_path)
+    assert ("output must hold only the files an earlier migrate wrote there to be replaced "
+            "(--overwrite removes nothing else; move them out first). Received: output="
+            f"'{output}' also holding 'variables/notes.txt'") in error
+    assert (output / "variables" / "notes.txt").read_text() == "mine\n"
 
 
 def test_migrate_cli_output_parent_of_model_dir_exits_2(runs, python_run):

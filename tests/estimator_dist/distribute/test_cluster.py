@@ -53,10 +53,24 @@ def test_parse_tf_config_evaluator_outside_cluster_accepted():
                                         r"Received: worker 'a:abc'"),
     (_tf_config({"worker": ["a:70000"]}), r"TF_CONFIG cluster ports must be ints in \[1, 65535\]"),
     (json.dumps({"cluster": _CLUSTER}), r"TF_CONFIG must have a 'task' object"),
+    (_tf_config({"worker": ["::1:2222"]}),
+     r"TF_CONFIG cluster addresses must be 'host:port' with an IPv6 host in brackets "
+     r"\('\[::1\]:2222'\)\. Received: worker '::1:2222'"),
+    (_tf_config({"evaluator": ["a:1"]}, "evaluator"),
+     r"TF_CONFIG cluster must have a chief, master or worker task .*Received: cluster task "
+     r"types \['evaluator'\]"),
+    (_tf_config({"ps": ["a:1"]}, "ps"), r"TF_CONFIG cluster must have a chief, master or worker"),
+    (_tf_config({"chief": ["a:1", "a:2"]}, "chief"),
+     r"TF_CONFIG cluster must have one 'chief' task at most .*Received: chief=\['a:1', 'a:2'\]"),
 ])
 def test_parse_tf_config_fault_named(text, fault):
     with pytest.raises(ValueError, match=fault):
         cluster.parse_tf_config(text)
+
+
+def test_parse_tf_config_bracketed_ipv6_accepted():
+    config = cluster.parse_tf_config(_tf_config({"worker": ["[::1]:2222", "[fe80::1]:2223"]}))
+    assert config.num_workers == 2
 
 
 def test_to_json_round_trips():

@@ -139,6 +139,32 @@ MENDS = {mend.name: mend for mend in (
         scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
     ),
     Mend(
+        name="keras_3_layer_names",
+        module="estimator_dist.mends.keras_3_layer_names",
+        defect="Keras 3 numbers unnamed layers per thread for the whole process: a model_fn "
+               "calling tf.keras.layers names them dense, dense_1 in the training graph and "
+               "dense_2, dense_3 in the evaluation graph, whose checkpoint restore fails",
+        test="tests/estimator_dist/mends/test_current_tf.py::"
+             "test_keras_3_layers_in_a_model_fn_renamed_between_graphs",
+        changes="Estimator._call_model_fn: Keras 3's name counters kept per graph while a "
+                "model_fn builds it, as Keras 2 kept them",
+        scope="import", strategies=_ALL, tensorflow=CURRENT,
+        elsewhere="Keras 2 (TensorFlow 2.15's tf.keras) numbers layers per graph",
+    ),
+    Mend(
+        name="keras_3_model_to_estimator",
+        module="estimator_dist.mends.keras_3_model_to_estimator",
+        defect="Keras 3 has no tf.keras.estimator: model_to_estimator stops with an "
+               "AttributeError that names neither the cause nor the way out",
+        test="tests/estimator_dist/mends/test_current_tf.py::"
+             "test_keras_3_has_no_model_to_estimator",
+        changes="tf.keras.estimator.model_to_estimator: tf-keras models converted by "
+                "tensorflow-estimator, a Keras 3 model refused in one line naming "
+                "tf_keras and TF_USE_LEGACY_KERAS=1",
+        scope="import", strategies=_ALL, tensorflow=CURRENT,
+        elsewhere="TensorFlow 2.15's tf.keras (Keras 2) has its own",
+    ),
+    Mend(
         name="early_stopping",
         module="estimator_dist.mends.early_stopping",
         defect="make_early_stopping_hook takes its multi-worker branch under any strategy: "

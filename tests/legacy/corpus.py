@@ -19,6 +19,8 @@ ERRORS = {
             r"input_fns\.numpy_input_fn / input_fns\.pandas_input_fn \(same arguments\)",
     "make_estimator": r"UsageError: strategy 'tpu' needs a TPUEstimator: build it with "
                       r"estimator_dist\.make_estimator\(",
+    "keras_3_model": r"ValueError: keras_model must be a tf-keras model for model_to_estimator "
+                     r"on TensorFlow 2\.16\+.*TF_USE_LEGACY_KERAS=1",
 }
 
 # program -> {strategy: outcome}; a program runs the same under both behaviours.
@@ -44,6 +46,19 @@ EXPECTED = {
 EXPECTED["iris_custom_estimator"]["tpu"] = "make_estimator"
 EXPECTED["iris_custom_estimator"]["parameter_server"] = TRAINS
 
+# On TensorFlow 2.16+ (tf.keras is Keras 3) what differs from the table above, unless
+# TF_USE_LEGACY_KERAS=1 makes tf.keras tf-keras again for the whole process.
+CURRENT_TF = {"keras_model_to_estimator": dict.fromkeys(STRATEGIES, "keras_3_model")}
+
+
+def expected(program, strategy, release, environ):
+    """``program``'s outcome under ``strategy`` on TensorFlow ``release`` ("2.21")."""
+    legacy_keras = environ.get("TF_USE_LEGACY_KERAS", "") in ("1", "true", "True")
+    if release != "2.15" and not legacy_keras:
+        return CURRENT_TF.get(program, {}).get(strategy, EXPECTED[program][strategy])
+    return EXPECTED[program][strategy]
+
+
 TRAIN_STEPS = 20
 # Programs that train until their input ends: the chief's last step, by strategy. Two
 # workers read uneven shards (12 and 8 steps an epoch) and stop together after 8.
@@ -66,6 +81,7 @@ _LABELS = {
     _GET_NEXT: "error: return the Dataset",
     _QUEUE: "error: use input_fns.numpy_input_fn",
     "make_estimator": "error: use make_estimator",
+    "keras_3_model": "error: build the model with tf_keras",
 }
 
 
@@ -79,3 +95,11 @@ def doc_table():
         cells = [_LABELS[outcomes[s]] if s in outcomes else "" for s, _ in columns]
         lines.append(f"| `{program}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def current_tf_doc_lines():
+    """The Markdown list docs/legacy.md gives of the cells that differ on TF 2.16+."""
+    return "\n".join(
+        f"- `{program}`: {', '.join(sorted(set(_LABELS[o] for o in outcomes.values())))} "
+        f"under {', '.join(outcomes)} (trains with `TF_USE_LEGACY_KERAS=1`)"
+        for program, outcomes in CURRENT_TF.items())

@@ -10,10 +10,12 @@ runs of a route under both behaviours are independent and start together.
 """
 import json
 import math
+import os
 import re
 
 import pytest
 
+from estimator_dist import mends
 from tests.conftest import run_pythons
 from tests.legacy import corpus
 
@@ -119,7 +121,7 @@ def _selected_behaviours(request, program, strategy):
 @pytest.mark.parametrize("behaviour", corpus.BEHAVIOURS)
 @pytest.mark.parametrize("program,strategy", _ROUTES)
 def test_program_outcome_matches_table(program, strategy, behaviour, corpus_dir, request):
-    expected = corpus.EXPECTED[program][strategy]
+    expected = corpus.expected(program, strategy, mends.tensorflow_release(), os.environ)
     programs = _batch(program, strategy)
     behaviours = _selected_behaviours(request, program, strategy) or [behaviour]
     results = _run_batches(
@@ -142,3 +144,17 @@ def test_program_outcome_matches_table(program, strategy, behaviour, corpus_dir,
         assert kind == "ERROR" and re.match(corpus.ERRORS[expected], text), text
     if len(reported) < len(tasks):
         assert "stopping the other tasks" in log, log
+
+
+@pytest.mark.parametrize("strategy", ["default", "mirrored"])
+def test_model_to_estimator_trains_with_legacy_keras(strategy, tmp_path):
+    """TF_USE_LEGACY_KERAS=1, the way out the Keras 3 refusal names, trains the program
+    on either TensorFlow end, in both behaviours."""
+    results = run_pythons([_runner_args(["keras_model_to_estimator"], behaviour, strategy,
+                                        str(tmp_path / behaviour))
+                           for behaviour in corpus.BEHAVIOURS],
+                          timeout=_GROUP_TIMEOUT, env={"TF_USE_LEGACY_KERAS": "1"})
+    for result in results:
+        outcome = _parse(result.stdout).get(("", "keras_model_to_estimator"))
+        assert outcome and outcome[0] == "RESULT", result.stdout[-2000:] + result.stderr[-2000:]
+        _check_trained(outcome[1], True, "keras_model_to_estimator", strategy)

@@ -18,6 +18,29 @@ def _error(action):
     return None
 
 
+def _keras_layers_in_model_fn():
+    """Trains and evaluates a model_fn of tf.keras layers (new graph per call)."""
+    import tempfile  # pylint: disable=import-outside-toplevel
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def model_fn(features, labels, mode):
+        logits = tf.keras.layers.Dense(2)(tf.keras.layers.Dense(4)(features["x"]))
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+            labels, logits, from_logits=True))
+        step = tf.compat.v1.train.get_or_create_global_step()
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, step)
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    def input_fn():
+        x = tf.random.stateless_uniform([8, 3], seed=[1, 2])
+        return tf.data.Dataset.from_tensors(({"x": x}, tf.zeros([8], tf.int32))).repeat(2)
+
+    estimator = tf.estimator.Estimator(model_fn, model_dir=tempfile.mkdtemp())
+    estimator.train(input_fn, steps=2)
+    estimator.evaluate(input_fn, steps=1)
+
+
 def main():
     if "--package-first" in sys.argv:
         import estimator_dist  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
@@ -43,6 +66,8 @@ def main():
         "dense": _error(layer("dense")),
         "basic_lstm_cell": _error(layer("BasicLSTMCell")),
         "dense_features": _error(lambda: tf.keras.layers.DenseFeatures),
+        "keras_estimator": _error(lambda: tf.keras.estimator.model_to_estimator),
+        "keras_layer_names": _error(_keras_layers_in_model_fn),
         "keras": tf.keras.__name__ if hasattr(tf.keras, "__name__") else None,
     }
     print(json.dumps(facts))

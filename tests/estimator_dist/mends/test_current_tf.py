@@ -79,10 +79,24 @@ def test_keras_3_has_no_dense_features(plain_tf):
 
 
 @pytest.mark.slow
+def test_keras_3_has_no_model_to_estimator(plain_tf):
+    _absent_on_current(plain_tf["keras_estimator"], "has no attribute 'estimator'")
+
+
+@pytest.mark.slow
+def test_keras_3_layers_in_a_model_fn_renamed_between_graphs():
+    """Run with the package imported (TensorFlow 2.16+ has no Estimator otherwise) and this
+    mend off: the evaluation graph's layers are renamed and its restore fails."""
+    unmended = _probe("--package-first", env={mends.OFF_VARIABLE: "keras_3_layer_names"})
+    _absent_on_current(unmended["keras_layer_names"], "Restoring from checkpoint failed")
+
+
+@pytest.mark.slow
 def test_package_imported_before_tensorflow_restores_the_estimator(plain_tf):
     mended = _probe("--package-first")
     for fact in ("estimator_training", "session_support", "tensorflow_estimator",
-                 "tf_estimator", "v1_estimator", "dense", "basic_lstm_cell"):
+                 "tf_estimator", "v1_estimator", "dense", "basic_lstm_cell", "keras_estimator",
+                 "keras_layer_names"):
         assert mended[fact] is None, (fact, mended[fact])
     assert mended["estimator_api_name"] == "estimator"
     assert mended["keras"] == plain_tf["keras"]  # The user's tf.keras is TensorFlow's own.
@@ -145,3 +159,25 @@ def test_tpu_stand_in_names_the_piece_when_used():
                                                   r".*Received: tensorflow\.python\.tpu\."
                                                   r"tpu_embedding\.TableConfig$"):
         tpu_embedding.TableConfig()
+
+
+@pytest.mark.skipif(not CURRENT, reason="TensorFlow 2.15's tf.keras is Keras 2")
+def test_keras_3_model_refused_by_model_to_estimator_in_one_line():
+    model = tf.keras.Sequential([tf.keras.Input([3]), tf.keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match=r"^keras_model must be a tf-keras model for "
+                                         r"model_to_estimator .*TF_USE_LEGACY_KERAS=1 .*"
+                                         r"Received: keras_model=keras\..*Sequential"):
+        tf.keras.estimator.model_to_estimator(keras_model=model)
+
+
+@pytest.mark.skipif(not CURRENT, reason="TensorFlow 2.15's tf.keras is tf-keras' Keras 2")
+def test_tf_keras_model_converted_by_model_to_estimator(tmp_path):
+    import tf_keras  # pylint: disable=import-outside-toplevel
+
+    model = tf_keras.Sequential([tf_keras.layers.Dense(2, input_shape=[3], name="logits")])
+    model.compile("sgd", tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    estimator = tf.keras.estimator.model_to_estimator(keras_model=model,
+                                                      model_dir=str(tmp_path))
+    features = {model.input_names[0]: np.ones([4, 3], np.float32)}
+    estimator.train(lambda: tf.data.Dataset.from_tensors((features, np.zeros([4]))), steps=1)
+    assert estimator.latest_checkpoint().endswith("model.ckpt-1")

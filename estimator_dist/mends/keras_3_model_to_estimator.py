@@ -1,0 +1,42 @@
+"""``tf.keras.estimator.model_to_estimator`` on TensorFlow 2.16+, where ``tf.keras`` is Keras 3.
+
+Keras 3 has no ``estimator`` module, so a program's ``tf.keras.estimator.model_to_estimator(
+keras_model=model)`` stops with an AttributeError that names neither the cause nor the way
+out. tensorflow-estimator's ``model_to_estimator`` still converts a tf-keras model (the
+Keras 2 it was written for); a Keras 3 model has no Estimator form at all.
+
+This binds ``tf.keras.estimator`` to a module whose ``model_to_estimator`` hands a tf-keras
+model (or a saved one, by path) to tensorflow-estimator and refuses a Keras 3 model in one
+line that says how to build one tf-keras can convert.
+"""
+import types
+
+
+def _keras_3(model):
+    return type(model).__module__.split(".")[0] == "keras"
+
+
+def model_to_estimator(keras_model=None, *args, **kwargs):  # pylint: disable=keyword-arg-before-vararg
+    """tensorflow-estimator's ``model_to_estimator`` for tf-keras models; a Keras 3 model is
+    refused in one line."""
+    if keras_model is not None and _keras_3(keras_model):
+        raise ValueError(
+            "keras_model must be a tf-keras model for model_to_estimator on TensorFlow 2.16+, "
+            "where tf.keras is Keras 3 (which has no Estimator form): build it with `import "
+            "tf_keras as keras`, or run with TF_USE_LEGACY_KERAS=1 so that tf.keras is "
+            f"tf-keras. Received: keras_model={type(keras_model).__module__}."
+            f"{type(keras_model).__name__} {getattr(keras_model, 'name', '')!r}")
+    from tensorflow_estimator.python.estimator import keras_lib  # pylint: disable=import-outside-toplevel
+
+    return keras_lib.model_to_estimator(keras_model, *args, **kwargs)
+
+
+def install():
+    """Gives Keras 3's ``tf.keras`` an ``estimator`` module (idempotent)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if hasattr(tf.keras, "estimator"):  # tf-keras (TF_USE_LEGACY_KERAS=1) has its own.
+        return
+    module = types.ModuleType(f"{tf.keras.__name__}.estimator", __doc__.splitlines()[0])
+    module.model_to_estimator = model_to_estimator
+    tf.keras.estimator = module

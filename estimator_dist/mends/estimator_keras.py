@@ -106,6 +106,7 @@ def install():
 
     Raises:
       RuntimeError: tensorflow-estimator was imported before, with ``tf.keras`` as it was.
+      ImportError: tf-keras is not installed.
     """
     if any(isinstance(finder, _Finder) for finder in sys.meta_path):
         return
@@ -114,5 +115,14 @@ def install():
             "tensorflow_estimator must be imported after estimator_dist on TensorFlow 2.16 "
             "and later (its Keras is routed to tf-keras as it loads): import estimator_dist "
             f"first. Received: {_PACKAGE} already in sys.modules")
-    importlib.import_module(_KERAS["v2"])  # A missing tf-keras is reported here, not later.
+    try:  # A missing tf-keras is reported here, not at the first canned estimator.
+        importlib.import_module(_KERAS["v2"])
+    except ImportError as error:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        release = ".".join(tf.__version__.split(".")[:2])
+        raise ImportError(
+            "tf-keras must be installed for tf.estimator on TensorFlow 2.16+ (tensorflow-"
+            f"estimator's Keras): pip install 'tf-keras~={release}.0'. Received: {error}"
+        ) from None
     sys.meta_path.insert(0, _Finder())

@@ -176,3 +176,18 @@ def test_gpu_check_on_cpu_devices_passes_every_row(python_run):
     rows = re.findall(r"^(mirrored|LSTM kernel vs dynamic_rnn|mixed \w+(?: \(CPU\))?|cuDNN LSTM "
                       r"path)\s+(ok|FAIL)\s", out, re.M)
     assert len(rows) == 5 and all(result == "ok" for _, result in rows), out[-2000:]
+
+
+def test_versions_benchmark_runs_both_ends(python_run, other_end_python):
+    import sys  # pylint: disable=import-outside-toplevel
+
+    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
+
+    pythons = [sys.executable, other_end_python]
+    if mends.tensorflow_release() != "2.15":
+        pythons.reverse()
+    out = _run(python_run, "versions.py", "--pythons", *pythons, "--rounds", "1",
+               "--scale", "0.01", "--cases", "dense", "dense 2 workers")
+    rows = dict(re.findall(r"^(sgemm|dense 2 workers|dense)\s+.*x([\d.]+) \(", out, re.M))
+    assert set(rows) == {"sgemm", "dense", "dense 2 workers"}, out
+    assert all(float(ratio) > 0 for ratio in rows.values())

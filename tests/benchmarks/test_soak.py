@@ -14,6 +14,7 @@ MAX_THREADS = 1000
 
 @pytest.mark.slow
 @pytest.mark.multi_process
+@pytest.mark.both_ends
 @pytest.mark.timeout(SECONDS + 240)
 def test_multi_worker_soak_threads_stay_below_limit(python_run, tmp_path):
     samples = tmp_path / "soak.json"

@@ -17,7 +17,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.multi_process, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.multi_process, pytest.mark.both_ends,
+              pytest.mark.timeout(900)]
 
 _TIMEOUT = 300
 _FLAGS = {

@@ -12,7 +12,7 @@ from estimator_dist.commands import restarts
 from estimator_dist.commands.launch import free_ports
 from tests.conftest import HANG_MARGIN_SECONDS, WatchedPython, run_workers, worker_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
+pytestmark = [pytest.mark.slow, pytest.mark.multi_process, pytest.mark.both_ends]
 
 _TRAIN = ["-m", "estimator_dist.train"]
 

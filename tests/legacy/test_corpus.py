@@ -19,7 +19,7 @@ from estimator_dist import mends
 from tests.conftest import run_pythons
 from tests.legacy import corpus
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.both_ends, pytest.mark.timeout(1200)]
 
 _GROUP_TIMEOUT = 1000
 # Launch flags of a cluster route, and the tasks that report an outcome.

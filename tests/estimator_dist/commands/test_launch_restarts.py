@@ -115,6 +115,7 @@ def _wait_until(condition, process, deadline, what):
 
 
 @pytest.mark.slow
+@pytest.mark.both_ends
 @pytest.mark.timeout(600)
 def test_launch_max_restarts_survives_two_worker_kills(tmp_path):
     model_dir = str(tmp_path / "model")

@@ -146,6 +146,7 @@ _DEADLINE_LINE = re.compile(r"^\[worker (\d)\] python -m estimator_dist\.train: 
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.both_ends
 def test_launch_multi_worker_sigterm_saves_the_stop_step_and_ends_promptly(tmp_path):
     model_dir = str(tmp_path / "model")
     log_path = tmp_path / "launch.log"

@@ -96,6 +96,7 @@ def test_train_signal_saves_current_step_and_rerun_resumes(tmp_path, signum):
 
 @pytest.mark.slow
 @pytest.mark.multi_process
+@pytest.mark.both_ends
 def test_launch_two_workers_sigterm_stops_both_and_chief_saves(tmp_path):
     model_dir = str(tmp_path / "model")
     log = tmp_path / "launch.log"

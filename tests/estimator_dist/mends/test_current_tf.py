@@ -16,6 +16,8 @@ from estimator_dist import mends
 from estimator_dist.mends import registry
 from tests.conftest import run_python
 
+pytestmark = pytest.mark.both_ends
+
 _PROBE = os.path.join(os.path.dirname(__file__), "current_tf_probe.py")
 CURRENT = mends.tensorflow_release() in registry.CURRENT
 

@@ -120,10 +120,12 @@ class _FinalCheckpoint:
 
 
 def _final_checkpoint(executor):
+    """The executor's ``_FinalCheckpoint``, made on first use."""
+    # pylint: disable=protected-access
     final = getattr(executor, "_estimator_dist_final", None)
     if final is None:
-        final = _FinalCheckpoint(executor._estimator, executor._train_spec.max_steps)  # pylint: disable=protected-access
-        executor._estimator_dist_final = final  # pylint: disable=protected-access
+        final = _FinalCheckpoint(executor._estimator, executor._train_spec.max_steps)
+        executor._estimator_dist_final = final
     return final
 
 
@@ -184,5 +186,6 @@ def _execute_evaluator_once(self, evaluator, continuous_eval_listener, throttle_
 
 def install():
     """Ends the evaluator's waits at the final checkpoint (idempotent)."""
-    _Executor._start_continuous_evaluation = _start_continuous_evaluation  # pylint: disable=protected-access
-    _Executor._execute_evaluator_once = _execute_evaluator_once  # pylint: disable=protected-access
+    # pylint: disable=protected-access
+    _Executor._start_continuous_evaluation = _start_continuous_evaluation
+    _Executor._execute_evaluator_once = _execute_evaluator_once

@@ -5,8 +5,9 @@ An evaluator task runs ``_TrainingExecutor._start_continuous_evaluation`` (read 
 ``EvalSpec.start_delay_secs`` (default 120), then evaluates the newest checkpoint and
 sleeps what is left of ``EvalSpec.throttle_secs`` (default 600), until it has evaluated a
 checkpoint whose global step is at least ``TrainSpec.max_steps``. Both sleeps ignore the
-model dir: once the chief writes the final checkpoint, a cluster that trained for a
-minute waits up to ten more for its evaluator, without a word.
+model dir, and the throttle follows the final evaluation too: a cluster that trained for
+a minute waits up to twelve more for its evaluator (in one run, the evaluation of the
+final checkpoint 2 minutes after it, then the throttle's sleep), without a word.
 
 ``install()`` (mend ``evaluator_end`` of ``mends.registry``, installed by
 ``make_run_config`` for the cluster strategies) runs TensorFlow's loop with both sleeps
@@ -94,7 +95,7 @@ class _FinalCheckpoint:
         return bool(self.max_steps and self.evaluated_step is not None
                     and self.evaluated_step >= self.max_steps)
 
-    def waiting(self):
+    def due(self):
         """True when the newest checkpoint is the final one and not evaluated yet."""
         if not self.max_steps:
             return False
@@ -111,7 +112,7 @@ class _FinalCheckpoint:
         announce = seconds > _ANNOUNCE_AFTER_SECONDS
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.waiting():
+            if remaining <= 0 or self.due():
                 return
             if announce:
                 _announce(wait_line(remaining, field, value, self.max_steps,

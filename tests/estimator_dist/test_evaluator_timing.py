@@ -42,8 +42,8 @@ def test_legacy_program_default_eval_spec_ends_soon_after_training(python_run, m
     evaluates the final checkpoint within seconds of it, and the job ends (mend
     ``evaluator_end``; plain TensorFlow would end 120 s after the evaluator started)."""
     result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--evaluator",
-                         "--timeout", "240", "--", sys.executable, legacy.__file__, model_dir,
-                         behaviour], timeout=300, env={"PYTHONPATH": REPO_ROOT})
+                         "--timeout", "180", "--", sys.executable, legacy.__file__, model_dir,
+                         behaviour], timeout=240, env={"PYTHONPATH": REPO_ROOT})
     ended = time.time()
     assert result.returncode == 0, result.stdout[-3000:]
     last = tf.train.latest_checkpoint(model_dir)

@@ -6,8 +6,9 @@ An evaluator task runs ``_TrainingExecutor._start_continuous_evaluation`` (read 
 sleeps what is left of ``EvalSpec.throttle_secs`` (default 600), until it has evaluated a
 checkpoint whose global step is at least ``TrainSpec.max_steps``. Both sleeps ignore the
 model dir, and the throttle follows the final evaluation too: a cluster that trained for
-a minute waits up to twelve more for its evaluator (in one run, the evaluation of the
-final checkpoint 2 minutes after it, then the throttle's sleep), without a word.
+a minute waits up to twelve more for its evaluator, without a word (a two-worker job
+that trained 40 steps in 12 s ended 717 s after its final checkpoint: the evaluation
+came at 116 s, then the throttle's sleep; with this mend it ended after 2 s).
 
 ``install()`` (mend ``evaluator_end`` of ``mends.registry``, installed by
 ``make_run_config`` for the cluster strategies) runs TensorFlow's loop with both sleeps

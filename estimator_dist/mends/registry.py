@@ -340,6 +340,21 @@ MENDS = {mend.name: mend for mend in (
         strategies=("multi_worker",),
     ),
     Mend(
+        name="evaluator_end",
+        module="estimator_dist.mends.evaluator_end",
+        defect="train_and_evaluate's evaluator task sleeps out EvalSpec.start_delay_secs "
+               "and throttle_secs (defaults 120 s and 600 s) whatever the model dir holds: "
+               "after the final checkpoint it waits out the start delay or the throttle "
+               "before it evaluates it, and the throttle again before it ends",
+        test="tests/estimator_dist/mends/test_evaluator_end.py::"
+             "test_tf_evaluator_waits_out_the_throttle_after_the_final_checkpoint",
+        changes="_TrainingExecutor._start_continuous_evaluation and _execute_evaluator_once: "
+                "TensorFlow's loop whose two sleeps end once the newest checkpoint reaches "
+                "TrainSpec.max_steps; waits over 30 s say why on stderr",
+        scope="process",
+        strategies=("multi_worker", "parameter_server"),
+    ),
+    Mend(
         name="bfloat16_all_reduce",
         module="estimator_dist.mends.bfloat16_all_reduce",
         defect="CommunicationOptions has no wire dtype: float32 gradients cross the network "

@@ -149,6 +149,7 @@ def test_docs_list_every_mend():
 def test_mend_strategies_agree_with_the_strategy_table():
     kinds = strategy_table.STRATEGIES
     assert registry.MENDS["cluster_train"].strategies == strategy_table.CLUSTER_NAMES
+    assert registry.MENDS["evaluator_end"].strategies == strategy_table.CLUSTER_NAMES
     assert registry.MENDS["steps_per_run"].strategies == tuple(
         name for name, kind in kinds.items() if kind.loops)
     assert registry.MENDS["tpu_estimator_guard"].strategies == tuple(

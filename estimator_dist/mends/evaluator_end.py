@@ -1,0 +1,193 @@
+"""The evaluator of ``train_and_evaluate`` ends with the training.
+
+An evaluator task runs ``_TrainingExecutor._start_continuous_evaluation`` (read in
+``tensorflow_estimator/python/estimator/training.py``): it sleeps
+``EvalSpec.start_delay_secs`` (default 120), then evaluates the newest checkpoint and
+sleeps what is left of ``EvalSpec.throttle_secs`` (default 600), until it has evaluated a
+checkpoint whose global step is at least ``TrainSpec.max_steps``. Both sleeps ignore the
+model dir, and the throttle follows the final evaluation too: a cluster that trained for
+a minute waits up to twelve more for its evaluator, without a word (a two-worker job
+that trained 40 steps in 12 s ended 717 s after its final checkpoint: the evaluation
+came at 116 s, then the throttle's sleep; with this mend it ended after 2 s).
+
+``install()`` (mend ``evaluator_end`` of ``mends.registry``, installed by
+``make_run_config`` for the cluster strategies) runs TensorFlow's loop with both sleeps
+replaced by a wait that reads the newest checkpoint's step once a second and ends as
+soon as that step reaches ``TrainSpec.max_steps`` in a checkpoint not yet evaluated; the
+evaluation of the final checkpoint is followed by no wait, so the task ends. A checkpoint
+before ``max_steps`` does not end a wait: between checkpoints the throttle is
+TensorFlow's, and the evaluator evaluates no checkpoint TensorFlow would skip. The
+evaluator sees no other process, so the checkpoint is the signal: training that stops
+before ``max_steps`` (its input ended) or has no ``max_steps`` leaves TensorFlow's waits
+as they are.
+
+A wait longer than ``_ANNOUNCE_AFTER_SECONDS`` says why on stderr, one line at most every
+``_ANNOUNCE_EVERY_SECONDS`` (stderr, because the CLI silences TensorFlow's logging).
+"""
+import sys
+import threading
+import time
+
+import tensorflow as tf
+from tensorflow_estimator.python.estimator import training as tf_training
+
+_Executor = tf_training._TrainingExecutor  # pylint: disable=protected-access
+_EvalStatus = tf_training._EvalStatus  # pylint: disable=protected-access
+_assert_eval_spec = tf_training._assert_eval_spec  # pylint: disable=protected-access
+
+_POLL_SECONDS = 1.0
+_ANNOUNCE_AFTER_SECONDS = 30
+_ANNOUNCE_EVERY_SECONDS = 60
+_announced = {"at": None}  # When the last wait line was printed (time.monotonic()).
+_announce_lock = threading.Lock()
+
+
+def wait_line(remaining, field, seconds, max_steps, evaluated_step):
+    """The line a long wait prints: how long, for which EvalSpec field, what ends it early."""
+    if field == "start_delay_secs":
+        before = "the first evaluation"
+    elif evaluated_step is None:
+        before = "the next evaluation (no checkpoint evaluated yet)"
+    else:
+        before = f"evaluating a newer checkpoint than step {evaluated_step}"
+    if max_steps:
+        early = (f"a checkpoint at step {max_steps} (TrainSpec.max_steps) is evaluated as "
+                 "soon as it is written")
+    else:
+        early = "TrainSpec.max_steps is None, so no checkpoint is known to be the last"
+    return (f"evaluator: waiting {remaining:.0f} s (EvalSpec.{field}={seconds:g}) before "
+            f"{before}; {early}")
+
+
+def _announce(line):
+    with _announce_lock:
+        now = time.monotonic()
+        if _announced["at"] is not None and now - _announced["at"] < _ANNOUNCE_EVERY_SECONDS:
+            return
+        _announced["at"] = now
+    print(line, file=sys.stderr, flush=True)
+
+
+class _FinalCheckpoint:
+    """Whether the model dir holds a checkpoint at ``max_steps`` not evaluated yet."""
+
+    def __init__(self, estimator, max_steps):
+        self._estimator = estimator
+        self.max_steps = max_steps
+        self.evaluated_path = None
+        self.evaluated_step = None
+        self._steps = {}  # Checkpoint path -> its global step, read once each.
+
+    def _step(self, path):
+        if path not in self._steps:
+            try:
+                self._steps[path] = int(tf.train.load_variable(
+                    path, tf.compat.v1.GraphKeys.GLOBAL_STEP))
+            except (tf.errors.OpError, ValueError):  # Removed meanwhile (max_to_keep).
+                return None
+        return self._steps[path]
+
+    def evaluated(self, eval_result):
+        if eval_result is not None and eval_result.status == _EvalStatus.EVALUATED:
+            self.evaluated_path = eval_result.checkpoint_path
+            self.evaluated_step = eval_result.metrics.get(tf.compat.v1.GraphKeys.GLOBAL_STEP)
+
+    def evaluated_last(self):
+        return bool(self.max_steps and self.evaluated_step is not None
+                    and self.evaluated_step >= self.max_steps)
+
+    def due(self):
+        """True when the newest checkpoint is the final one and not evaluated yet."""
+        if not self.max_steps:
+            return False
+        path = self._estimator.latest_checkpoint()
+        if not path or path == self.evaluated_path:
+            return False
+        step = self._step(path)
+        return step is not None and step >= self.max_steps
+
+    def wait(self, seconds, field, value):
+        """Sleeps ``seconds`` (for EvalSpec ``field`` of ``value``) unless the final
+        checkpoint waits for evaluation first."""
+        deadline = time.monotonic() + seconds
+        announce = seconds > _ANNOUNCE_AFTER_SECONDS
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.due():
+                return
+            if announce:
+                _announce(wait_line(remaining, field, value, self.max_steps,
+                                    self.evaluated_step))
+            time.sleep(min(_POLL_SECONDS, remaining))
+
+
+def _final_checkpoint(executor):
+    """The executor's ``_FinalCheckpoint``, made on first use."""
+    # pylint: disable=protected-access
+    final = getattr(executor, "_estimator_dist_final", None)
+    if final is None:
+        final = _FinalCheckpoint(executor._estimator, executor._train_spec.max_steps)
+        executor._estimator_dist_final = final
+    return final
+
+
+def _start_continuous_evaluation(self):
+    """TensorFlow's loop, its start delay a wait that the final checkpoint ends."""
+    # pylint: disable=protected-access
+    _assert_eval_spec(self._eval_spec)
+    final = _final_checkpoint(self)
+    if self._eval_spec.start_delay_secs:
+        final.wait(self._eval_spec.start_delay_secs, "start_delay_secs",
+                   self._eval_spec.start_delay_secs)
+
+    latest_eval_result = None
+    evaluator = _Executor._Evaluator(self._estimator, self._eval_spec,
+                                     self._train_spec.max_steps)
+    should_early_stop = False
+    while not should_early_stop:
+        if latest_eval_result and latest_eval_result.status == _EvalStatus.EVALUATED:
+            global_step = latest_eval_result.metrics.get(tf.compat.v1.GraphKeys.GLOBAL_STEP)
+            if (global_step and self._train_spec.max_steps
+                    and global_step >= self._train_spec.max_steps):
+                tf.compat.v1.logging.info(
+                    "Exiting evaluation, global_step=%s >= train max_steps=%s", global_step,
+                    self._train_spec.max_steps)
+                return
+        latest_eval_result, should_early_stop = self._execute_evaluator_once(
+            evaluator, self._continuous_eval_listener, self._eval_spec.throttle_secs)
+
+
+def _execute_evaluator_once(self, evaluator, continuous_eval_listener, throttle_secs):
+    """TensorFlow's evaluation pass, its throttle a wait that the final checkpoint ends."""
+    # pylint: disable=protected-access
+    _assert_eval_spec(self._eval_spec)
+    start = time.time()
+    if not continuous_eval_listener.before_eval():
+        tf.compat.v1.logging.info(
+            "Exiting evaluation, as requested by _ContinuousEvalListener.before_eval.")
+        return None, True
+    eval_result, _ = evaluator.evaluate_and_export()
+    if not self._continuous_eval_listener.after_eval(eval_result):
+        tf.compat.v1.logging.info(
+            "Exiting evaluation, as requested by _ContinuousEvalListener.after_eval.")
+        return eval_result, True
+    final = _final_checkpoint(self)
+    final.evaluated(eval_result)
+    if final.evaluated_last():  # The loop ends on this result: nothing to wait for.
+        return eval_result, False
+    difference = throttle_secs - (time.time() - start)
+    if difference > 0:
+        tf.compat.v1.logging.info("Waiting %f secs before starting next eval run.", difference)
+        final.wait(difference, "throttle_secs", throttle_secs)
+    elif throttle_secs == 0 and eval_result.status != _EvalStatus.EVALUATED:
+        tf.compat.v1.logging.warning(
+            "EvalSpec.throttle_secs is set as 0. This might overload the job before finding "
+            "(next) new checkpoint. Please consider to increase it.")
+    return eval_result, False
+
+
+def install():
+    """Ends the evaluator's waits at the final checkpoint (idempotent)."""
+    # pylint: disable=protected-access
+    _Executor._start_continuous_evaluation = _start_continuous_evaluation
+    _Executor._execute_evaluator_once = _execute_evaluator_once

@@ -1,4 +1,7 @@
-"""An evaluator task of ``train_and_evaluate`` in plain TensorFlow (no estimator_dist).
+"""An evaluator task of ``train_and_evaluate`` in plain TensorFlow.
+
+``estimator_dist`` is imported only for ``tf.estimator`` on TensorFlow 2.16+ (on 2.15 the
+import changes nothing): nothing calls ``make_run_config``, so no evaluator mend is in.
 
     python -m tests.estimator_dist.evaluator_end_probe MODEL_DIR MAX_STEPS THROTTLE_SECS
 
@@ -12,6 +15,7 @@ import sys
 
 import tensorflow as tf
 
+import estimator_dist  # noqa: F401  pylint: disable=unused-import
 from tests.estimator_dist import tf1_models
 
 _PARAMS = {"learning_rate": 0.01}

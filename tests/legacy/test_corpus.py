@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import sys
 
 import pytest
 
@@ -65,7 +66,7 @@ def _batch_args(programs, behaviour, strategy, model_dir):
     args = _runner_args(programs, behaviour, strategy, model_dir)
     if strategy in _CLUSTER_TASKS:
         args = ["-m", "estimator_dist.launch", *_CLUSTER_TASKS[strategy][0],
-                "--timeout", str(_GROUP_TIMEOUT), "--", "python", *args]
+                "--timeout", str(_GROUP_TIMEOUT), "--", sys.executable, *args]
     return args
 
 

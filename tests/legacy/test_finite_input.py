@@ -8,6 +8,7 @@ Runs alternate TF2 and TF1 behaviour.
 import json
 import os
 import re
+import sys
 
 import pytest
 
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.multi_process,
 
 def _args(model_dir, behaviour):
     return ["-m", "estimator_dist.launch", "--workers", "2", "--timeout", str(_RUN_SECONDS),
-            "--", "python", "-m", "tests.legacy.runner", _PROGRAM, "--behaviour", behaviour,
+            "--", sys.executable, "-m", "tests.legacy.runner", _PROGRAM, "--behaviour", behaviour,
             "--strategy", "multi_worker", "--model-dir", model_dir]
 
 

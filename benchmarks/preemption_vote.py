@@ -85,7 +85,7 @@ def _cluster_run(with_hook, last_step):
                  "--steps", str(last_step)],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
         outputs = [p.communicate(timeout=600)[0] for p in processes]
-    line, = [l for l in outputs[0].splitlines() if l.startswith("STEPS_PER_SECOND")]
+    line, = [text for text in outputs[0].splitlines() if text.startswith("STEPS_PER_SECOND")]
     return float(line.split()[1])
 
 

@@ -98,7 +98,7 @@ def main(argv=None):
                 rates[name][end].append(rate)
     print(f"{'case':<18}{releases[0]:>14}{releases[1]:>14}   ratio (median, per round)")
     for name, (legacy, current) in rates.items():
-        ratios = [c / l for l, c in zip(legacy, current)]
+        ratios = [new / old for old, new in zip(legacy, current)]
         unit = "GFLOP/s" if name == "sgemm" else "ex/s"
         print(f"{name:<18}{statistics.median(legacy):>12,.0f} {unit[:2]}"
               f"{statistics.median(current):>12,.0f} {unit[:2]}   "

@@ -25,7 +25,8 @@ class _PlainLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise yaml.YAMLError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
+                line = key_node.start_mark.line + 1
+                raise yaml.YAMLError(f"duplicate key {key!r} at line {line}")
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 

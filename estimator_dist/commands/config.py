@@ -157,7 +157,8 @@ def _check_bounds(settings):
         raise UsageError(
             f"save_checkpoints_steps must leave at most {MAX_CHECKPOINTS:,} checkpoints (each "
             f"is evaluated) up to max_steps={settings.max_steps}, so at least "
-            f"{-(-settings.max_steps // MAX_CHECKPOINTS)}. Received: save_checkpoints_steps={every}")
+            f"{-(-settings.max_steps // MAX_CHECKPOINTS)}. "
+            f"Received: save_checkpoints_steps={every}")
 
 
 def _check_finite_params(params):

@@ -138,7 +138,8 @@ def _add_export_flags(parser):
     group = parser.add_argument_group("export")
     group.add_argument("--export-dir", metavar="DIR",
                        help="where the SavedModel goes (default: MODEL_DIR/export)")
-    group.add_argument("--no-export", dest="export", action="store_false", help="skip the SavedModel export")
+    group.add_argument("--no-export", dest="export", action="store_false",
+                       help="skip the SavedModel export")
 
 
 def train_parser(subparsers=None):

@@ -5,7 +5,8 @@ One function, ``resolve_cluster``, reads the first source that is present, in th
 
 | Source | Variables | Written by |
 |---|---|---|
-| ``TF_CONFIG`` | ``TF_CONFIG`` (JSON) | you, ``estimator_dist.launch``, Kubeflow TFJob, Vertex AI, SageMaker with parameter servers |
+| ``TF_CONFIG`` | ``TF_CONFIG`` (JSON) | you, ``estimator_dist.launch``, Kubeflow TFJob, |
+| | | Vertex AI, SageMaker with parameter servers |
 | ``CLUSTER_SPEC`` | ``CLUSTER_SPEC`` (JSON of worker pools) | Vertex AI custom training |
 | ``SM_HOSTS`` | ``SM_HOSTS`` (JSON list), ``SM_CURRENT_HOST`` | SageMaker training |
 | ``SLURM`` | ``SLURM_PROCID``, ``SLURM_STEP_NODELIST``, ``SLURM_STEP_TASKS_PER_NODE`` | ``srun`` |

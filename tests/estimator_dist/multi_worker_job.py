@@ -27,8 +27,9 @@ def main(model_dir, max_steps, how, options=()):
         config = estimator_dist.make_run_config(
             "multi_worker", model_dir=model_dir, collective_timeout=timeout,
             save_checkpoints_steps=50, tf_random_seed=1, **reduction)
+    params = {"learning_rate": 0.01, "count_examples": "count" in options}
     estimator = tf.estimator.Estimator(tf1_models.regression_model_fn, config=config,
-                                       params={"learning_rate": 0.01, "count_examples": "count" in options})
+                                       params=params)
     x, y = tf1_models.regression_data()
     input_fn = tf1_models.context_input_fn(x, y, global_batch_size=16)
     if how == "train":

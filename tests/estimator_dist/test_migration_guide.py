@@ -41,7 +41,8 @@ _CHECKS = {
         "test_keras_multi_worker_pair_resumes_where_it_stopped",
     "Keras fit on TPUs (TPUStrategy), validated on CPU":
         "test_keras_tpu_pair_reaches_the_estimator_accuracy",
-    "Custom training loop: stateful LSTM streams": "test_ctl_stream_pair_reaches_the_estimator_rmse",
+    "Custom training loop: stateful LSTM streams":
+        "test_ctl_stream_pair_reaches_the_estimator_rmse",
 }
 # The tolerances docs/migration.md states for the custom training loops.
 _ACCURACY_GAP = 0.05

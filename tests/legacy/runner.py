@@ -13,8 +13,9 @@ arguments, ``use_tpu=False``). For "multi_worker" start this under
 ``--behaviour tf1`` calls ``tf.compat.v1.disable_v2_behavior()`` before anything else, as
 legacy scripts do. Programs run one after another in this process, each with its own
 model dir ``ROOT/PROGRAM`` and its own outcome line: ``RESULT PROGRAM {json}`` with what
-``main`` returned, or ``ERROR PROGRAM Type: message`` (the first line of the exception). A program that never reports has no outcome line, so
-a crash or a hang fails every program not yet reported. Exits 1 if any program failed.
+``main`` returned, or ``ERROR PROGRAM Type: message`` (the first line of the exception).
+A program that never reports has no outcome line, so a crash or a hang fails every
+program not yet reported. Exits 1 if any program failed.
 """
 import argparse
 import functools

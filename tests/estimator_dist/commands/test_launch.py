@@ -24,7 +24,8 @@ def _launch(*args, timeout=60):
 
 
 def _tasks(stdout):
-    return [json.loads(line.split("TASK ", 1)[1]) for line in stdout.splitlines() if "TASK " in line]
+    return [json.loads(line.split("TASK ", 1)[1]) for line in stdout.splitlines()
+            if "TASK " in line]
 
 
 def test_launch_gives_each_task_its_tf_config():
@@ -59,7 +60,8 @@ def test_launch_ps_tasks_stopped_when_workers_finish():
               "time.sleep(300) if c['task']['type'] == 'ps' else print('done')")
     result = _launch("--workers", "2", "--ps", "1", "--", sys.executable, "-c", script)
     assert result.returncode == 0
-    assert sorted(result.stdout.split()) == sorted(["[chief", "0]", "done", "[worker", "0]", "done"])
+    assert sorted(result.stdout.split()) == sorted(["[chief", "0]", "done", "[worker", "0]",
+                                                    "done"])
 
 
 def test_launch_timeout_fails_hanging_cluster():

@@ -88,7 +88,8 @@ def test_launch_nodes_agree_on_one_cluster():
 
 @pytest.mark.multi_process
 @pytest.mark.parametrize("flags, message", [
-    (["--nodes", "2", "--node-rank", "0", "--workers", "1"], r"--nodes, --node-rank and --hosts go together"),
+    (["--nodes", "2", "--node-rank", "0", "--workers", "1"],
+     r"--nodes, --node-rank and --hosts go together"),
     (["--nodes", "2", "--node-rank", "0", "--hosts", "a", "--workers", "1"],
      r"--hosts must name 2 hosts .*Received: --hosts a"),
     (["--nodes", "2", "--node-rank", "2", "--hosts", "a,b", "--workers", "1"],

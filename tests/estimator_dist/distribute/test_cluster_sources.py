@@ -190,7 +190,8 @@ _DOCS = os.path.join(REPO_ROOT, "docs", "cluster")
 
 def _tfjob_environments(manifest, evaluator_in_cluster):
     name, namespace = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
-    replicas = {t.lower(): spec["replicas"] for t, spec in manifest["spec"]["tfReplicaSpecs"].items()}
+    specs = manifest["spec"]["tfReplicaSpecs"]
+    replicas = {t.lower(): spec["replicas"] for t, spec in specs.items()}
     ports = {t.lower(): next(p["containerPort"] for c in spec["template"]["spec"]["containers"]
                              for p in c.get("ports", ()) if p["name"] == "tfjob-port")
              for t, spec in manifest["spec"]["tfReplicaSpecs"].items()}

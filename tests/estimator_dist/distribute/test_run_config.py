@@ -60,7 +60,8 @@ def test_num_replicas_not_positive_int_rejected(value):
 
 @pytest.mark.parametrize("strategy", ["default", "multi_worker", "parameter_server"])
 def test_num_replicas_above_one_rejected_without_replicas(strategy):
-    with pytest.raises(ValueError, match=f"num_replicas must be 1 or None for strategy '{strategy}'"):
+    with pytest.raises(ValueError,
+                       match=f"num_replicas must be 1 or None for strategy '{strategy}'"):
         estimator_dist.make_run_config(strategy, num_replicas=2)
 
 

@@ -38,7 +38,7 @@ def _input_fn(params):
 def _run_all_modes(estimator):
     estimator.train(_input_fn, max_steps=2)
     estimator.evaluate(_input_fn, steps=1)
-    next(estimator.predict(lambda params: _input_fn(params).map(lambda f, l: f)))
+    next(estimator.predict(lambda params: _input_fn(params).map(lambda features, labels: features)))
 
 
 def test_tpu_estimator_plain_run_config_refused_by_tensorflow(model_dir):

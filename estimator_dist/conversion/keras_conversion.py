@@ -45,7 +45,9 @@ KERAS_CHOICES = ("keras", "tf-keras")
 OUTPUT_LAYOUT = {
     "Keras 2, OUT a directory": "a Keras SavedModel, its serving_default signature keyed "
                                 "by the model's input and output names",
-    "Keras 2, OUT ending in .keras": "a Keras v3 file",
+    "Keras 2, OUT ending in .keras": "a Keras v3 file (tf.keras on TF 2.15; refused for "
+                                     "the tf-keras package, which cannot read it back "
+                                     "once it holds MARKER)",
     "Keras 3, OUT a directory": "Keras 3's unzipped format (config.json, metadata.json, "
                                 "model.weights.h5) and, beside it, a SavedModel with the "
                                 "same serving_default signature",
@@ -281,6 +283,10 @@ def save(keras_model, output, *, overwrite=False):
         migrate output (one holding ``MARKER``) or ``overwrite`` is off.
     """
     output = check_output(output, overwrite)
+    if output.endswith(".keras") and type(keras_model).__module__.startswith("tf_keras."):
+        # tf-keras 2.16+ reads its .keras file in place and fails once MARKER is added.
+        raise UsageError("output must be a directory (a SavedModel) for a tf-keras model. "
+                         f"Received: output={output!r}")
     parent = os.path.dirname(output)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.", dir=parent)

@@ -134,12 +134,17 @@ def test_migrate_dense_gives_exported_logits(dense_run, tmp_path):
     np.testing.assert_allclose(logits, serving(x=tf.constant(x))["logits"], atol=_TOLERANCE)
 
 
-@pytest.mark.parametrize("name", ["tf_keras", "tf_keras.keras"])
-def test_migrate_tf_keras_gives_exported_logits_and_state(lstm_run, tmp_path, capsys, name):
-    """``--keras tf-keras``: a Keras 2 model that tf_keras.models.load_model reads (on 2.15
-    tf.keras is Keras 2 itself), a SavedModel directory or a .keras file."""
+def test_migrate_tf_keras_gives_exported_logits_and_state(lstm_run, tmp_path, capsys):
+    """``--keras tf-keras``: a Keras 2 SavedModel that tf_keras.models.load_model reads (on
+    2.15 tf.keras is Keras 2 itself); on 2.16+ a .keras OUT is refused in one line."""
     model_dir, serving = lstm_run
-    output = str(tmp_path / name)
+    if not tf.__version__.startswith("2.15."):
+        assert migrate.main(["--model-dir", model_dir, "--output", str(tmp_path / "m.keras"),
+                             "--keras", "tf-keras"]) == 2
+        assert "output must be a directory (a SavedModel) for a tf-keras model" in \
+            capsys.readouterr().err
+        assert os.listdir(tmp_path) == []
+    output = str(tmp_path / "tf_keras")
     assert migrate.main(["--model-dir", model_dir, "--output", output,
                          "--keras", "tf-keras"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"saved       {output}"

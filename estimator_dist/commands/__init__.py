@@ -12,6 +12,10 @@ import sys
 
 # TensorFlow reads its C++ log level once, when first imported, and a command's modules
 # import it before its flags are parsed: quiet its INFO lines (oneDNN, cpu_feature_guard)
-# unless the command line asks for --verbose. A level the user set is kept.
+# unless the command line asks for --verbose. A level the user set is kept. TensorFlow
+# 2.16+ logs its import's lines before any level applies: they go to /dev/null.
 if "--verbose" not in sys.argv[1:]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from estimator_dist.commands import logs as _logs
+
+    _logs.quiet_import()

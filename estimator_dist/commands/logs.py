@@ -1,11 +1,17 @@
 """Quiet TensorFlow's C++ and Python logging for the CLI; ``--verbose`` keeps it all.
 
 ``quiet_tensorflow`` must run before TensorFlow is imported: the C++ log level is read
-from the environment once, at import.
+from the environment once, at import. On TensorFlow 2.16+ the lines its libraries log
+while they load and find their devices (oneDNN, "Could not find cuda drivers", a failed
+``cuInit``) come before absl's logging is set up, where no level applies: ``quiet_import``
+sends them to /dev/null.
 """
 import logging
 import os
+import sys
 import warnings
+
+from estimator_dist.mends import registry
 
 
 def quiet_tensorflow(verbose):
@@ -33,3 +39,33 @@ def tensorflow_python_logging(verbose):
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO if verbose
                                        else tf.compat.v1.logging.FATAL)
     tf.get_logger().setLevel(level)
+
+
+class _QuietImport(registry._AfterImport):  # pylint: disable=protected-access
+    """Imports ``tensorflow`` with file descriptor 2 on /dev/null, then steps aside."""
+
+    def __init__(self):
+        super().__init__("tensorflow", None)
+
+    def exec_module(self, module):
+        sys.stderr.flush()
+        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 2)
+            self._loader.exec_module(module)
+            module.config.list_physical_devices()  # Finds the devices: cuInit logs here.
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(null)
+
+
+def quiet_import():
+    """Silences what TensorFlow 2.16+ logs while it is imported (C++ lines no log level
+    reaches), from the moment it is imported; nothing on 2.15, or once it is imported."""
+    release = registry.tensorflow_release()
+    if ("tensorflow" in sys.modules or release is None or release in registry.LEGACY
+            or any(isinstance(f, _QuietImport) for f in sys.meta_path)):
+        return
+    sys.meta_path.insert(0, _QuietImport())

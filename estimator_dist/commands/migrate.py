@@ -3,9 +3,12 @@
     python -m estimator_dist.migrate --model-dir D --output OUT
 
 Converts the latest checkpoint in ``D`` with ``estimator_dist.conversion.keras_conversion.to_keras``
-(its docstring names the inputs and outputs) and saves the model to ``OUT`` (a SavedModel
-directory, or one file when ``OUT`` ends in ``.keras``). ``tf.keras.models.load_model(OUT)``
-gives the same ``logits`` as the Estimator.
+(its docstring names the inputs and outputs) and saves the model to ``OUT`` (a directory,
+or one file when ``OUT`` ends in ``.keras``). ``tf.keras.models.load_model(OUT)`` gives the
+same ``logits`` as the Estimator, and ``tf.saved_model.load(OUT)`` of a directory serves
+them: on TensorFlow 2.16+ the directory holds Keras 3's format and a SavedModel beside it.
+``--keras tf-keras`` writes a Keras 2 model instead (the tf-keras package on 2.16+, read by
+``tf_keras.models.load_model``); see ``keras_conversion.OUTPUT_LAYOUT``.
 
 ``D`` is only read, and ``OUT`` appears whole or not at all (``keras_conversion.save``).
 A damaged newest checkpoint, or a state file that is damaged or points outside ``D``, is
@@ -22,8 +25,8 @@ import sys
 
 from estimator_dist.commands import cli, logs
 from estimator_dist.conversion import checkpoint_mapping
-from estimator_dist.conversion.keras_conversion import (check_output, latest_checkpoint, save,
-                                                        to_keras)
+from estimator_dist.conversion.keras_conversion import (KERAS_CHOICES, check_output,
+                                                        latest_checkpoint, save, to_keras)
 from estimator_dist.errors import UsageError, check_existing_dir
 
 
@@ -36,8 +39,13 @@ def migrate_parser(subparsers=None):
                         help="the model dir of a train run (checkpoint and run.json); "
                              "only read")
     parser.add_argument("--output", required=True, metavar="OUT",
-                        help="where the Keras model goes: a SavedModel directory, or a "
-                             "file ending in .keras")
+                        help="where the Keras model goes: a directory (a SavedModel, and "
+                             "on TensorFlow 2.16+ Keras 3's format beside it), or a file "
+                             "ending in .keras")
+    parser.add_argument("--keras", choices=KERAS_CHOICES, default="keras",
+                        help="the Keras of the model: tf.keras (default; Keras 3 on "
+                             "TensorFlow 2.16+), or tf-keras (Keras 2, for "
+                             "tf_keras.models.load_model; tf.keras itself on 2.15)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace OUT if it is an earlier migrate output (default: "
                              "refuse); anything else is never replaced")
@@ -98,7 +106,7 @@ def _mapping_command(args):
     path = checkpoint_mapping.checkpoint_path(args.checkpoint)
     output = checked_output(args.output, os.path.dirname(os.path.abspath(path)),
                                     args.overwrite, source_name="the checkpoint's directory")
-    model = checkpoint_mapping.build_keras_model(args.keras_model)
+    model = checkpoint_mapping.build_keras_model(args.keras_model, args.keras)
     report = checkpoint_mapping.convert_or_raise(model, mapping, path)
     save(model, output, overwrite=args.overwrite)
     print(f"checkpoint  {path}")
@@ -141,7 +149,7 @@ def migrate_command(args):
     logs.quiet_tensorflow(verbose=False)
     logs.tensorflow_python_logging(verbose=False)
     checkpoint = _intact_checkpoint(args.model_dir)
-    keras_model = to_keras(args.model_dir, checkpoint=checkpoint)
+    keras_model = to_keras(args.model_dir, checkpoint=checkpoint, keras=args.keras)
     save(keras_model, output, overwrite=args.overwrite)
     print(f"checkpoint  {checkpoint}")
     print(f"keras model {_describe(keras_model)}")

@@ -6,9 +6,9 @@ The two cells compute the same function with differently laid out weights:
   multiplies ``concat([x, h])``; ``bias`` [4 * units]; the column blocks are the gates
   i, j (candidate), f, o; ``forget_bias`` (1.0) is added to f when run, not stored; the
   state is ``LSTMStateTuple(c, h)``.
-* ``tf.keras.layers.LSTM``: ``kernel`` [input, 4 * units] multiplies ``x``,
-  ``recurrent_kernel`` [units, 4 * units] multiplies ``h``, ``bias`` [4 * units]; the
-  column blocks are i, f, c (candidate), o; the state is ``[h, c]``.
+* ``tf.keras.layers.LSTM`` (Keras 2 and Keras 3 alike): ``kernel`` [input, 4 * units]
+  multiplies ``x``, ``recurrent_kernel`` [units, 4 * units] multiplies ``h``, ``bias`` [4 *
+  units]; the column blocks are i, f, c (candidate), o; the state is ``[h, c]``.
 
 State contract of ``lstm_stack`` (the one of ``model_fns.lstm_model_fn``): the state of a
 stack is two tensors ``c`` and ``h``, each [batch, num_layers * num_units], layer 0's
@@ -42,7 +42,8 @@ def _layer_slice(state, layer, num_units, num_layers):
     return state[:, layer * num_units:(layer + 1) * num_units]
 
 
-def lstm_stack(x, state_c, state_h, *, num_units, num_layers, return_sequences, dropout=0.0):
+def lstm_stack(x, state_c, state_h, *, num_units, num_layers, return_sequences, dropout=0.0,
+               keras=None):
     """Runs ``num_layers`` Keras LSTM layers (``lstm_{i}``) over ``x`` from the given state.
 
     Args:
@@ -51,24 +52,27 @@ def lstm_stack(x, state_c, state_h, *, num_units, num_layers, return_sequences, 
       num_units, num_layers: the size of the stack.
       return_sequences: whether the top layer returns every step's output or the last.
       dropout: rate of a ``Dropout`` layer after every LSTM layer (active in training).
+      keras: the Keras module to build with (default ``tf.keras``; ``tf_keras`` for Keras 2
+        on TensorFlow 2.16+): Keras 3's ``LSTM`` lays out its weights as Keras 2's.
 
     Returns:
       (outputs, final_c, final_h): the top layer's outputs and the final state, laid out
       like the initial state.
     """
+    keras = keras or tf.keras
     inputs, final_c, final_h = x, [], []
     for layer in range(num_layers):
         top = layer == num_layers - 1
-        lstm = tf.keras.layers.LSTM(num_units, return_sequences=return_sequences or not top,
+        lstm = keras.layers.LSTM(num_units, return_sequences=return_sequences or not top,
                                     return_state=True, name=f"lstm_{layer}")
         initial = [_layer_slice(state_h, layer, num_units, num_layers),
                    _layer_slice(state_c, layer, num_units, num_layers)]
         inputs, h, c = lstm(inputs, initial_state=initial)
         if dropout:
-            inputs = tf.keras.layers.Dropout(dropout, name=f"dropout_{layer}")(inputs)
+            inputs = keras.layers.Dropout(dropout, name=f"dropout_{layer}")(inputs)
         final_c.append(c)
         final_h.append(h)
     if num_layers == 1:
         return inputs, final_c[0], final_h[0]
-    return (inputs, tf.keras.layers.Concatenate(name="final_c")(final_c),
-            tf.keras.layers.Concatenate(name="final_h")(final_h))
+    return (inputs, keras.layers.Concatenate(name="final_c")(final_c),
+            keras.layers.Concatenate(name="final_h")(final_h))

@@ -1,10 +1,11 @@
 """The built-in models as Keras models, their weights read from an Estimator checkpoint.
 
 One builder per built-in model (``models.BuiltinModel.keras_model``): ``(resolved params,
-Checkpoint) -> (Keras model, layer name -> weights)``, its layers named as in the
-checkpoint; and one that builds it new for the TF2 engines (``BuiltinModel.tf2_model``):
-``(params, x_shape) -> Keras model``, inputs ``{"x"}``, output the logits. Imports no
-TensorFlow until a builder runs.
+Checkpoint, keras) -> (Keras model, layer name -> weights)``, its layers named as in the
+checkpoint, built with the Keras module ``keras`` (``tf.keras``, or ``tf_keras`` for Keras 2
+on TensorFlow 2.16+: ``keras_conversion.keras_module``); and one that builds it new for the
+TF2 engines (``BuiltinModel.tf2_model``): ``(params, x_shape) -> Keras model``, inputs
+``{"x"}``, output the logits. Imports no TensorFlow until a builder runs.
 """
 from estimator_dist.errors import UsageError
 
@@ -29,35 +30,31 @@ class Checkpoint:
         return self._reader.get_tensor(name)
 
 
-def dense(params, checkpoint):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
+def dense(params, checkpoint, keras):
     hidden, batch_norm = params["hidden_units"], params["batch_norm"]
     first = "hidden_0" if hidden else "logits"
-    x = tf.keras.Input([checkpoint[f"{first}/kernel"].shape[0]], name="x")
+    x = keras.Input([checkpoint[f"{first}/kernel"].shape[0]], name="x")
     net, weights = x, {}
     for i, units in enumerate(hidden):
         name = f"hidden_{i}"
-        net = tf.keras.layers.Dense(units, use_bias=not batch_norm, name=name)(net)
+        net = keras.layers.Dense(units, use_bias=not batch_norm, name=name)(net)
         weights[name] = [checkpoint[f"{name}/kernel"]]
         if not batch_norm:
             weights[name].append(checkpoint[f"{name}/bias"])
         else:
             name = f"batch_norm_{i}"
-            net = tf.keras.layers.BatchNormalization(epsilon=_BATCH_NORM_EPSILON, name=name)(net)
+            net = keras.layers.BatchNormalization(epsilon=_BATCH_NORM_EPSILON, name=name)(net)
             weights[name] = [checkpoint[f"{name}/{v}"]
                              for v in ("gamma", "beta", "moving_mean", "moving_variance")]
-        net = tf.keras.layers.ReLU(name=f"relu_{i}")(net)
+        net = keras.layers.ReLU(name=f"relu_{i}")(net)
         if params["dropout"]:
-            net = tf.keras.layers.Dropout(params["dropout"], name=f"dropout_{i}")(net)
-    logits = tf.keras.layers.Dense(params["num_classes"], name="logits")(net)
+            net = keras.layers.Dropout(params["dropout"], name=f"dropout_{i}")(net)
+    logits = keras.layers.Dense(params["num_classes"], name="logits")(net)
     weights["logits"] = [checkpoint["logits/kernel"], checkpoint["logits/bias"]]
-    return tf.keras.Model({"x": x}, {"logits": logits}, name="dense_classifier"), weights
+    return keras.Model({"x": x}, {"logits": logits}, name="dense_classifier"), weights
 
 
-def lstm(params, checkpoint):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
+def lstm(params, checkpoint, keras):
     from estimator_dist.conversion import _keras_lstm  # pylint: disable=import-outside-toplevel
 
     import model_fns  # pylint: disable=import-outside-toplevel
@@ -65,20 +62,21 @@ def lstm(params, checkpoint):
     num_units, num_layers = params["num_units"], params["num_layers"]
     scopes = model_fns.lstm_cell_scopes(num_layers)
     input_dim = checkpoint[f"{scopes[0]}/kernel"].shape[0] - num_units
-    x = tf.keras.Input([None, input_dim], name="x")
-    state_c = tf.keras.Input([model_fns.lstm_state_width(params)], name="state_c")
-    state_h = tf.keras.Input([model_fns.lstm_state_width(params)], name="state_h")
+    x = keras.Input([None, input_dim], name="x")
+    state_c = keras.Input([model_fns.lstm_state_width(params)], name="state_c")
+    state_h = keras.Input([model_fns.lstm_state_width(params)], name="state_h")
     outputs, final_c, final_h = _keras_lstm.lstm_stack(
         x, state_c, state_h, num_units=num_units, num_layers=num_layers,
-        return_sequences=params["output"] == "sequence", dropout=params["dropout"])
+        return_sequences=params["output"] == "sequence", dropout=params["dropout"],
+        keras=keras)
     width = params["num_classes"] if params["task"] == "classification" else params["num_outputs"]
-    logits = tf.keras.layers.Dense(width, name="logits")(outputs)
+    logits = keras.layers.Dense(width, name="logits")(outputs)
     weights = {"logits": [checkpoint["logits/kernel"], checkpoint["logits/bias"]]}
     for layer, scope in enumerate(scopes):
         layer_input = input_dim if layer == 0 else num_units
         weights[f"lstm_{layer}"] = _keras_lstm.keras_lstm_weights(
             checkpoint[f"{scope}/kernel"], checkpoint[f"{scope}/bias"], input_dim=layer_input)
-    model = tf.keras.Model({"x": x, "state_c": state_c, "state_h": state_h},
+    model = keras.Model({"x": x, "state_c": state_c, "state_h": state_h},
                            {"logits": logits, "state_c": final_c, "state_h": final_h},
                            name="lstm")
     return model, weights

@@ -1,10 +1,11 @@
 """Any TF1 checkpoint into a Keras model, by a mapping file: the mapping mode of migrate.
 
     python -m estimator_dist.migrate --checkpoint DIR_OR_PREFIX --mapping FILE \\
-        --keras-model MODULE:FUNCTION --output OUT [--overwrite]
+        --keras-model MODULE:FUNCTION --output OUT [--keras tf-keras] [--overwrite]
 
 For model_fns that ``estimator_dist`` did not write. ``FUNCTION()`` builds the Keras
-model (uncompiled, weights built); the mapping file (JSON, or YAML unless it ends in
+model (uncompiled, weights built), a ``tf.keras`` model (a ``tf_keras`` one with
+``--keras tf-keras`` on TensorFlow 2.16+); the mapping file (JSON, or YAML unless it ends in
 ``.json``) says where each of its weights comes from:
 
     weights:                      # Keras "layer/weight" -> checkpoint variable name
@@ -144,10 +145,12 @@ def checkpoint_path(checkpoint):
     return path
 
 
-def build_keras_model(spec):
-    """Calls the ``MODULE:FUNCTION`` named by ``spec``; returns the Keras model it builds."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+def build_keras_model(spec, keras="keras"):
+    """Calls the ``MODULE:FUNCTION`` named by ``spec``; returns the Keras model it builds,
+    which must be a model of the Keras ``keras`` names (``keras_conversion.keras_module``)."""
+    from estimator_dist.conversion import keras_conversion  # pylint: disable=import-outside-toplevel
 
+    keras_module = keras_conversion.keras_module(keras)
     module_name, _, function_name = spec.partition(":")
     try:
         function = getattr(importlib.import_module(module_name), function_name)
@@ -155,9 +158,11 @@ def build_keras_model(spec):
         raise UsageError(f"keras_model must be MODULE:FUNCTION of an importable function. "
                          f"Received: keras_model={spec!r} ({error})") from None
     model = function()
-    if not isinstance(model, tf.keras.Model):
-        raise UsageError(f"keras_model must return a tf.keras.Model. "
-                         f"Received: keras_model={spec!r} returning {type(model).__name__}")
+    if not isinstance(model, keras_module.Model):
+        name = "tf_keras" if keras_module.__name__.split(".")[0] == "tf_keras" else "tf.keras"
+        raise UsageError(f"keras_model must return a {name}.Model (keras "
+                         f"{keras!r}). Received: keras_model={spec!r} returning "
+                         f"{type(model).__module__}.{type(model).__name__}")
     return model
 
 

@@ -11,6 +11,11 @@ Keras model gives the same ``logits`` as the Estimator:
   outputs ``{"logits", "state_c", "state_h"}``. One ``tf.keras.layers.LSTM`` per
   ``BasicLSTMCell`` (``lstm_{i}``), its weights converted as ``_keras_lstm`` describes.
 
+Which Keras (``keras_module``): ``"keras"``, the default, builds with ``tf.keras`` (Keras 2
+on TensorFlow 2.15, Keras 3 on 2.16+); ``"tf-keras"`` with Keras 2 on either end (the
+tf-keras package on 2.16+, ``tf.keras`` itself on 2.15). ``save`` writes each in the form
+its ``load_model`` reads back (``OUTPUT_LAYOUT``).
+
 The model dir is only read. ``save`` writes the model whole or not at all: under a
 temporary name next to the output, then renamed into place; an existing output is
 replaced only when ``save`` wrote it (it holds ``MARKER``) and holds no file but those
@@ -18,6 +23,7 @@ the marker lists. ``python -m
 estimator_dist.migrate`` runs both; a checkpoint of another model_fn converts through a
 mapping file instead (``checkpoint_mapping``).
 """
+import inspect
 import json
 import os
 import re
@@ -35,6 +41,54 @@ _LEGACY_SUFFIXES = (".h5", ".hdf5")
 # what it did not write.
 MARKER = "estimator_dist_migrate.json"
 _WRITER = "python -m estimator_dist.migrate"
+KERAS_CHOICES = ("keras", "tf-keras")
+# What ``save`` writes at OUT, by Keras; ``tf.keras.models.load_model(OUT)`` (or
+# ``tf_keras.models.load_model(OUT)`` for tf-keras) reads every one back.
+OUTPUT_LAYOUT = {
+    "Keras 2, OUT a directory": "a Keras SavedModel, its serving_default signature keyed "
+                                "by the model's input and output names",
+    "Keras 2, OUT ending in .keras": "a Keras v3 file (tf.keras on TF 2.15; refused for "
+                                     "the tf-keras package, which cannot read it back "
+                                     "once it holds MARKER)",
+    "Keras 3, OUT a directory": "Keras 3's unzipped format (config.json, metadata.json, "
+                                "model.weights.h5) and, beside it, a SavedModel with the "
+                                "same serving_default signature",
+    "Keras 3, OUT ending in .keras": "a Keras 3 file",
+}
+
+
+def keras_module(keras="keras"):
+    """The Keras module a conversion builds with: ``keras`` is one of ``KERAS_CHOICES``.
+
+    Raises:
+      UsageError: an unknown choice, or "tf-keras" on TensorFlow 2.16+ without the tf-keras
+        package.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if keras not in KERAS_CHOICES:
+        raise UsageError(f"keras must be one of {', '.join(KERAS_CHOICES)}. "
+                         f"Received: keras={keras!r}")
+    if keras == "keras" or not _is_keras_3(tf.keras):
+        return tf.keras
+    try:
+        import tf_keras  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise UsageError("keras 'tf-keras' needs the tf-keras package on TensorFlow "
+                         f"{tf.__version__} (pip install tf-keras). Received: no tf_keras "
+                         "module") from None
+    return tf_keras
+
+
+def _is_keras_3(keras_or_model):
+    """Whether a Keras module, or a model, is Keras 3's (not Keras 2 nor tf-keras)."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    if not keras.__version__.startswith("2."):
+        if isinstance(keras_or_model, type(keras)):
+            return getattr(keras_or_model, "Model", None) is keras.Model
+        return isinstance(keras_or_model, keras.Model)
+    return False
 
 
 def _resolve_params(builtin, params):
@@ -90,7 +144,7 @@ def latest_checkpoint(model_dir):
     return path
 
 
-def to_keras(model_dir, *, model=None, params=None, checkpoint=None):
+def to_keras(model_dir, *, model=None, params=None, checkpoint=None, keras="keras"):
     """The Keras model equivalent to the latest checkpoint in ``model_dir``.
 
     Args:
@@ -100,12 +154,13 @@ def to_keras(model_dir, *, model=None, params=None, checkpoint=None):
         default both come from the run recorded in ``model_dir``.
       checkpoint: the checkpoint prefix to convert (default: the latest one in
         ``model_dir``, as its state file names it).
+      keras: which Keras builds the model, one of ``KERAS_CHOICES`` (``keras_module``).
 
     Returns:
-      A ``tf.keras.Model`` (not compiled) with dict inputs and outputs; see the module
-      docstring for their names and shapes. An Estimator call that builds
-      ``tf.compat.v1.layers`` in its graph breaks the Keras models built before it in the
-      same process: convert after the Estimator calls (docs/migration.md).
+      A Keras model (not compiled) with dict inputs and outputs; see the module
+      docstring for their names and shapes. On TensorFlow 2.15 an Estimator call that
+      builds ``tf.compat.v1.layers`` in its graph breaks the Keras models built before it
+      in the same process: convert after the Estimator calls (docs/migration.md).
 
     Raises:
       UsageError: ``model_dir`` is missing or holds no checkpoint or no run record; the
@@ -113,10 +168,11 @@ def to_keras(model_dir, *, model=None, params=None, checkpoint=None):
         hold the model's variables.
     """
     checkpoint_path = checkpoint or latest_checkpoint(model_dir)
+    keras = keras_module(keras)
     builtin, params = _recorded_model(model_dir, model, params)
     params = _resolve_params(builtin, params)
     checkpoint = _keras_models.Checkpoint(checkpoint_path, builtin.name)
-    keras_model, weights = builtin.keras_model(params, checkpoint)
+    keras_model, weights = builtin.keras_model(params, checkpoint, keras)
     for name, values in weights.items():
         layer = keras_model.get_layer(name)
         expected = [tuple(w.shape) for w in layer.weights]
@@ -247,12 +303,32 @@ def _serving_signature(keras_model):
     return serve
 
 
+def _save_keras_3(keras_model, path):
+    """Saves a Keras 3 model: a ``.keras`` file, or a directory that both Keras 3's
+    ``load_model`` (its unzipped format) and ``tf.saved_model.load`` read."""
+    import keras  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if path.endswith(".keras"):
+        keras.saving.save_model(keras_model, path)
+        return
+    if "zipped" not in inspect.signature(keras.saving.save_model).parameters:
+        raise UsageError(f"output must end in .keras with Keras {keras.__version__} (its "
+                         "load_model reads no directory; Keras 3.5 and later do). "
+                         f"Received: output={os.path.basename(path)!r}")
+    keras.saving.save_model(keras_model, path, zipped=False)
+    if isinstance(keras_model.input, dict):
+        tf.saved_model.save(keras_model, path, signatures=_serving_signature(keras_model))
+
+
 def save(keras_model, output, *, overwrite=False):
     """Saves ``keras_model`` to ``output`` whole or not at all; returns the absolute path.
 
-    ``output`` is a SavedModel directory, or a Keras file when it ends in ``.keras``. The
-    model is written under a temporary name in the same directory, then renamed. A model
-    with dict inputs and outputs (as ``to_keras`` builds) gets a SavedModel
+    ``output`` is a directory, or a Keras file when it ends in ``.keras``; what goes there
+    depends on the model's Keras (``OUTPUT_LAYOUT``): a Keras 2 model's directory is a
+    SavedModel, a Keras 3 model's holds Keras 3's unzipped format and a SavedModel beside
+    it. The model is written under a temporary name in the same directory, then renamed.
+    A model with dict inputs and outputs (as ``to_keras`` builds) gets a SavedModel
     ``serving_default`` signature with the same names as its dicts.
 
     Raises:
@@ -260,12 +336,18 @@ def save(keras_model, output, *, overwrite=False):
         migrate output (one holding ``MARKER``) or ``overwrite`` is off.
     """
     output = check_output(output, overwrite)
+    if output.endswith(".keras") and type(keras_model).__module__.startswith("tf_keras."):
+        # tf-keras 2.16+ reads its .keras file in place and fails once MARKER is added.
+        raise UsageError("output must be a directory (a SavedModel) for a tf-keras model. "
+                         f"Received: output={output!r}")
     parent = os.path.dirname(output)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.", dir=parent)
     try:
         staged = os.path.join(staging, os.path.basename(output))
-        if output.endswith(".keras") or not isinstance(keras_model.input, dict):
+        if _is_keras_3(keras_model):
+            _save_keras_3(keras_model, staged)
+        elif output.endswith(".keras") or not isinstance(keras_model.input, dict):
             keras_model.save(staged)
         else:
             keras_model.save(staged, signatures=_serving_signature(keras_model))

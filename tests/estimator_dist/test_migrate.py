@@ -119,7 +119,8 @@ def test_migrate_lstm_keras_file_carries_state_across_chunks(lstm_run, tmp_path)
     features = _lstm_features(np.random.default_rng(1), time=10)
     whole = serving(**{k: tf.constant(v) for k, v in features.items()})
     first = loaded({**features, "x": features["x"][:, :6]})
-    second = loaded({"x": features["x"][:, 6:], "state_c": first["state_c"],
+    # Keras 3 takes no dict mixing NumPy arrays and tensors: the carried state is a tensor.
+    second = loaded({"x": tf.constant(features["x"][:, 6:]), "state_c": first["state_c"],
                      "state_h": first["state_h"]})
     assert _max_difference(whole, second, ["logits", "state_c", "state_h"]) < _TOLERANCE
 
@@ -131,6 +132,37 @@ def test_migrate_dense_gives_exported_logits(dense_run, tmp_path):
     x = np.random.default_rng(2).normal(size=(6, 16)).astype(np.float32)
     logits = tf.keras.models.load_model(output)({"x": x})["logits"]
     np.testing.assert_allclose(logits, serving(x=tf.constant(x))["logits"], atol=_TOLERANCE)
+
+
+def test_migrate_tf_keras_gives_exported_logits_and_state(lstm_run, tmp_path, capsys):
+    """``--keras tf-keras``: a Keras 2 SavedModel that tf_keras.models.load_model reads (on
+    2.15 tf.keras is Keras 2 itself); on 2.16+ a .keras OUT is refused in one line."""
+    model_dir, serving = lstm_run
+    if not tf.__version__.startswith("2.15."):
+        assert migrate.main(["--model-dir", model_dir, "--output", str(tmp_path / "m.keras"),
+                             "--keras", "tf-keras"]) == 2
+        assert "output must be a directory (a SavedModel) for a tf-keras model" in \
+            capsys.readouterr().err
+        assert os.listdir(tmp_path) == []
+    output = str(tmp_path / "tf_keras")
+    assert migrate.main(["--model-dir", model_dir, "--output", output,
+                         "--keras", "tf-keras"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"saved       {output}"
+    keras_2 = keras_conversion.keras_module("tf-keras")
+    loaded = keras_2.models.load_model(output)
+    assert isinstance(loaded, keras_2.Model)
+    if not tf.__version__.startswith("2.15."):
+        assert keras_2.__name__.split(".")[0] == "tf_keras"
+    features = _lstm_features(np.random.default_rng(8), time=5)
+    exported = serving(**{k: tf.constant(v) for k, v in features.items()})
+    assert _max_difference(exported, loaded(features), ["logits", "state_c", "state_h"]) < \
+        _TOLERANCE
+
+
+def test_keras_module_unknown_choice_raises():
+    with pytest.raises(UsageError, match=r"^keras must be one of keras, tf-keras\. "
+                                         r"Received: keras='jax'$"):
+        keras_conversion.keras_module("jax")
 
 
 @pytest.mark.slow

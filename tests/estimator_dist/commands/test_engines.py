@@ -51,7 +51,7 @@ def test_engine_cli_bad_strategy_is_one_line(python_run):
 def test_engines_reach_the_same_accuracy_band(model, tmp_path):
     settings = RunSettings(model=model, strategy="mirrored", num_replicas=2, max_steps=200,
                            model_dir=str(tmp_path / "model"), export=False)
-    # The Estimator first: Keras models built before an Estimator call stop working.
+    # The Estimator first: on TF 2.15 Keras models built before an Estimator call stop working.
     accuracies = {"estimator": training.run(settings, stream=io.StringIO()).metrics["accuracy"]}
     for engine in ("keras", "loop"):  # They write no model dir, and refuse one.
         result = engines.run(settings.replace(model_dir=None), engine)

@@ -129,6 +129,18 @@ def test_build_keras_model_bad_spec_names_it():
         checkpoint_mapping.build_keras_model("tests.fixtures:nope")
 
 
+def test_build_keras_model_of_the_other_keras_names_it():
+    """--keras tf-keras wants a tf_keras model on TF 2.16+; on 2.15 tf.keras is it."""
+    spec = _KERAS_SPECS["tf1_mlp"]
+    if tf.__version__.startswith("2.15."):
+        assert isinstance(checkpoint_mapping.build_keras_model(spec, "tf-keras"), tf.keras.Model)
+        return
+    with pytest.raises(UsageError, match=r"^keras_model must return a tf_keras\.Model "
+                                         r"\(keras 'tf-keras'\)\. Received: .* returning "
+                                         r"keras\..*Functional$"):
+        checkpoint_mapping.build_keras_model(spec, "tf-keras")
+
+
 @pytest.mark.parametrize("argv, match", [
     (["--output", "o"], r"model_dir must be given \(or --checkpoint"),
     (["--checkpoint", "c", "--output", "o"], r"needs --checkpoint, --mapping and "

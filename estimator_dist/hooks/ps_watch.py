@@ -121,22 +121,30 @@ def _probe(ps, failing):
     return gone, longest
 
 
+def check(watch):
+    """One round of ``watch``'s thread: the line to end the process with, or None. Outside
+    training it asks no ps and forgets past failures."""
+    with watch.lock:
+        ps, me, failing = watch.ps, watch.me, watch.failing
+    if internals.estimator_training() is None:
+        failing.clear()
+        return None
+    gone, seconds = _probe(ps, failing)
+    training = internals.estimator_training()
+    if not gone or training is None:  # Training ended while the ps were asked.
+        return None
+    saved = (newest_checkpoint_words(training[1]) if me.startswith("chief")
+             else "this task writes no checkpoints, the chief's stay as they are")
+    return gone_line(me, gone, seconds, saved)
+
+
 def _run(watch):
     while True:
         time.sleep(PROBE_EVERY_SECONDS)
-        with watch.lock:
-            ps, me, failing = watch.ps, watch.me, watch.failing
-        if internals.estimator_training() is None:
-            failing.clear()
-            continue
-        gone, seconds = _probe(ps, failing)
-        training = internals.estimator_training()
-        if not gone or training is None:  # Training ended while the ps were asked.
-            continue
-        saved = (newest_checkpoint_words(training[1]) if me.startswith("chief")
-                 else "this task writes no checkpoints, the chief's stay as they are")
-        os.write(sys.stderr.fileno(), (gone_line(me, gone, seconds, saved) + "\n").encode())
-        os._exit(EXIT_CODE)  # The training thread is blocked inside TensorFlow.
+        line = check(watch)
+        if line is not None:
+            os.write(sys.stderr.fileno(), (line + "\n").encode())
+            os._exit(EXIT_CODE)  # The training thread is blocked inside TensorFlow.
 
 
 def watch(tf_config):

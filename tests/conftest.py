@@ -96,6 +96,13 @@ def worker_env(ports, index):
         {"cluster": cluster, "task": {"type": "worker", "index": index}}))
 
 
+def cluster_env(spec, task_type, index):
+    """The environment of task ``task_type`` ``index`` of cluster ``spec`` (any roles: a
+    chief, workers, ps tasks), for a task started as a process of its own."""
+    return dict(os.environ, TF_CONFIG=json.dumps(
+        {"cluster": spec, "task": {"type": task_type, "index": index}}))
+
+
 def run_workers(commands, ports, timeout):
     """Runs one command per worker (``worker_env``), each to its own end: no task is
     stopped because another failed. Returns (stdout, stderr, exit code) of each."""

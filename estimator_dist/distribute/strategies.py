@@ -20,7 +20,7 @@ from estimator_dist import mends
 from estimator_dist.distribute import cluster, cluster_sources, rendezvous, strategy_table
 from estimator_dist.distribute.input_checks import checked_input_fn
 from estimator_dist.errors import UsageError, check_positive_int
-from estimator_dist.hooks import divergence, watchdog
+from estimator_dist.hooks import divergence, ps_watch, watchdog
 from estimator_dist.mends import input_end, internals
 
 _LOG = logging.getLogger(__name__)
@@ -250,6 +250,9 @@ def _parameter_server(num_replicas, options, tf_config):
         return StrategySetup(cpu_devices=cpu_device_count())
     rendezvous.wait_for_ps_cluster(tf_config, options.get("rendezvous_timeout"))
     strategy = _ParameterServerStrategy()
+    if tf_config.task_type in ("chief", "worker"):
+        # A ps that is gone ends this task, naming it, instead of a wait without end.
+        ps_watch.watch(tf_config)
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 

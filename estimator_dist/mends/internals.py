@@ -77,3 +77,19 @@ def in_monitored_session(ident):
             return True
         frame = frame.f_back
     return False
+
+
+_ESTIMATOR_FILE = os.path.join("estimator", "estimator.py")
+_TRAINING_LOOPS = ("_train_with_estimator_spec", "_train_with_estimator_spec_distributed")
+
+
+def estimator_training():
+    """(thread ident, model dir) of a thread inside an Estimator's training loop (session
+    creation, steps, hooks, the session's close), else None."""
+    for ident, frame in sys._current_frames().items():  # pylint: disable=protected-access
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name in _TRAINING_LOOPS and code.co_filename.endswith(_ESTIMATOR_FILE):
+                return ident, getattr(frame.f_locals.get("self"), "model_dir", None)
+            frame = frame.f_back
+    return None

@@ -4,7 +4,6 @@ pod is on Kubernetes."""
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -14,7 +13,7 @@ import pytest
 
 from estimator_dist.commands import launch, restarts
 from estimator_dist.distribute import cluster
-from estimator_dist.hooks import peer_failure, ps_watch
+from estimator_dist.hooks import ps_watch
 from estimator_dist.mends import internals
 from tests.conftest import REPO_ROOT, cluster_env
 

@@ -435,6 +435,7 @@ def test_migrate_falls_back_from_a_damaged_newest_checkpoint_and_moves_nothing(
 
 
 @pytest.mark.multi_process
+@pytest.mark.both_ends
 def test_second_run_into_a_live_model_dir_refused_and_first_unharmed(trained_once, tmp_path,
                                                                       capsys):
     model_dir = str(tmp_path / "shared")

@@ -15,6 +15,7 @@ Names are loaded on first use, so ``python -m estimator_dist.train`` can quiet
 TensorFlow's logging before TensorFlow is imported.
 """
 import importlib
+from typing import TYPE_CHECKING
 
 from estimator_dist import mends as _mends
 
@@ -43,6 +44,22 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
+
+if TYPE_CHECKING:  # The names _EXPORTS loads lazily, spelled out for IDEs and type checkers.
+    from estimator_dist.conversion.checkpoint_mapping import convert_checkpoint, load_mapping
+    from estimator_dist.conversion.keras_conversion import to_keras
+    from estimator_dist.distribute.cluster import parse_tf_config
+    from estimator_dist.distribute.cluster_sources import resolve_cluster
+    from estimator_dist.distribute.input_checks import GlobalBatchWarning
+    from estimator_dist.distribute.rendezvous import RendezvousError
+    from estimator_dist.distribute.run_config import TPURunConfig, make_run_config
+    from estimator_dist.distribute.strategies import setup_cpu_replicas
+    from estimator_dist.errors import UsageError
+    from estimator_dist.estimator import make_estimator, tpu_input_fn
+    from estimator_dist.hooks.divergence import ReplicaDivergenceError
+    from estimator_dist.hooks.peer_failure import PeerFailureHook, PeerLostError
+    from estimator_dist.hooks.preemption import Preempted, PreemptionHook
+    from estimator_dist.mends.steps_per_run import LoopEstimator
 
 _mends.install_on_import()
 

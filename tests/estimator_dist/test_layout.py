@@ -145,3 +145,14 @@ def test_architecture_lists_every_module():
     on_disk = {str(p.relative_to(_PACKAGE)) for p in _PACKAGE.rglob("*.py")}
     documented = _documented_modules()
     assert (sorted(on_disk - documented), sorted(documented - on_disk)) == ([], [])
+
+
+def test_public_api_spelled_out_for_static_tools():
+    """``estimator_dist/__init__.py`` imports every lazily loaded name under
+    TYPE_CHECKING, from the module ``_EXPORTS`` loads it from."""
+    tree = ast.parse((_PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    guarded = next(node for node in tree.body if isinstance(node, ast.If)
+                   and getattr(node.test, "id", None) == "TYPE_CHECKING")
+    imported = {alias.name: node.module for node in guarded.body
+                for alias in node.names}
+    assert imported == estimator_dist._EXPORTS  # pylint: disable=protected-access

@@ -14,9 +14,20 @@ _PACKAGE = pathlib.Path(estimator_dist.__file__).parent
 _ENTRY_POINTS = ("train", "launch", "report", "migrate", "doctor")
 
 
+def _type_checking_only(tree):
+    """The nodes under ``if TYPE_CHECKING:``, which never run."""
+    return {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+            and getattr(block.test, "id", None) == "TYPE_CHECKING"
+            for statement in block.body for node in ast.walk(statement)}
+
+
 def _imported(path):
+    """The modules ``path`` imports when it runs (at import or call time)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    never_run = _type_checking_only(tree)
     for node in ast.walk(tree):
+        if id(node) in never_run:
+            continue
         if isinstance(node, ast.ImportFrom) and node.module:
             yield node.module
             yield from (f"{node.module}.{alias.name}" for alias in node.names)

@@ -4,6 +4,8 @@ import stat
 
 import tensorflow as tf
 
+FORMATS = ("csv", "tfrecord")
+_EXTENSIONS = {".csv": "csv", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord"}
 # A local path's kind, when it is not a regular file, by its stat mode test.
 _IRREGULAR = (("a directory", stat.S_ISDIR), ("a named pipe", stat.S_ISFIFO),
               ("a character device", stat.S_ISCHR), ("a block device", stat.S_ISBLK),
@@ -54,3 +56,13 @@ def _check_regular(path):
 
 def file_sizes(paths):
     return [tf.io.gfile.stat(path).length for path in paths]
+
+
+def infer_format(paths):
+    """The one format (``FORMATS``) the files' extensions name."""
+    formats = {_EXTENSIONS.get(os.path.splitext(str(p))[1].lower()) for p in paths}
+    if len(formats) != 1 or None in formats:
+        raise ValueError(
+            f"file_format must be given ({', '.join(FORMATS)}) unless every file ends in one "
+            f"of {', '.join(sorted(_EXTENSIONS))}. Received: {list(map(str, paths))[:3]}")
+    return formats.pop()

@@ -16,7 +16,6 @@ import sys
 import tensorflow as tf
 
 from input_fns import _files, _records
-from input_fns.files import _infer_format
 
 DEFAULT_LIMIT = 1000  # Records read per file.
 # The longest float field tf.io.decode_csv reads in TF 2.15 ("... is not a valid float"
@@ -178,7 +177,7 @@ def check_files(file_pattern, file_format=None, *, label="label", num_classes=No
       ValueError: the first bad record, naming its file and line or record index.
     """
     paths = _files.expand(file_pattern)
-    read_records = _READERS[file_format or _infer_format(paths)]
+    read_records = _READERS[file_format or _files.infer_format(paths)]
     x_size, count, complete = None, 0, True
     for path in paths:
         read = 0

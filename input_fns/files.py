@@ -1,24 +1,13 @@
 """``from_files``: CSV or TFRecord files as a dense feature ``x`` plus an integer label."""
-import os
 
 import numpy as np
 import tensorflow as tf
 
-from input_fns import _files, csv_files
+from input_fns import _files, checks, csv_files
 from input_fns.csv_files import from_csv
 from input_fns.tfrecords import from_tfrecord
 
-_EXTENSIONS = {".csv": "csv", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord"}
-FORMATS = ("csv", "tfrecord")
-
-
-def _infer_format(paths):
-    formats = {_EXTENSIONS.get(os.path.splitext(str(p))[1].lower()) for p in paths}
-    if len(formats) != 1 or None in formats:
-        raise ValueError(
-            f"file_format must be given ({', '.join(FORMATS)}) unless every file ends in one "
-            f"of {', '.join(sorted(_EXTENSIONS))}. Received: {list(map(str, paths))[:3]}")
-    return formats.pop()
+FORMATS = _files.FORMATS
 
 
 def _check_x_shape(x_shape):
@@ -40,8 +29,6 @@ def _inferred(x_shape, size, where):
 
 def _first_record_size(path, label):
     """How many values feature ``x`` has in the first record of a TFRecord file."""
-    from input_fns import checks  # pylint: disable=import-outside-toplevel  (checks imports this)
-
     for _, values, _ in checks.tfrecord_records(path, label, limit=1):
         return len(values)
     raise ValueError(f"TFRecord file must hold records. Received: empty file {path}")
@@ -81,7 +68,7 @@ def from_files(file_pattern, file_format=None, *, x_shape, label="label", batch_
         ``from_tfrecord``.
     """
     paths = _files.expand(file_pattern)
-    file_format = file_format or _infer_format(paths)
+    file_format = file_format or _files.infer_format(paths)
     x_shape = _check_x_shape(x_shape)
     options = dict(batch_size=batch_size, shuffle=shuffle, num_epochs=num_epochs, seed=seed,
                    drop_remainder=drop_remainder, on_error=on_error)

@@ -171,7 +171,8 @@ def format_report(facts):
     lines += [f"{flag:<13}{_yes(cpu[flag])}" for flag in _CPU_FLAGS]
     lines += ["", "## cluster"] + _cluster_lines(facts["cluster"])
     lines += ["", "## mends (scope: strategies: state)"]
-    lines += [f"{name:<22}{m['scope']}: {', '.join(m['strategies']) or 'when asked for'}: "
+    width = max(map(len, facts["mends"])) + 1
+    lines += [f"{name:<{width}}{m['scope']}: {', '.join(m['strategies']) or 'when asked for'}: "
               f"{m['state']}"
               for name, m in facts["mends"].items()]
     iso = facts["isolation"]

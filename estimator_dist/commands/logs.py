@@ -41,7 +41,7 @@ def tensorflow_python_logging(verbose):
     tf.get_logger().setLevel(level)
 
 
-class _QuietImport(registry._AfterImport):  # pylint: disable=protected-access
+class _QuietImport(registry.AfterImport):
     """Imports ``tensorflow`` with file descriptor 2 on /dev/null, then steps aside."""
 
     def __init__(self):

@@ -477,8 +477,9 @@ def _install_import_scope():
             _install(mend)
 
 
-class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Runs ``then`` once module ``name`` has been imported (then steps aside)."""
+class AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Runs ``then`` once module ``name`` has been imported (then steps aside). Finders of
+    one name chain: each loads the module through the next one's loader."""
 
     def __init__(self, name, then):
         self._name, self._then, self._loader = name, then, None
@@ -509,8 +510,8 @@ def install_on_import():
         return
     if "tensorflow" in sys.modules:
         _install_import_scope()
-    elif not any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport("tensorflow", _install_import_scope))
+    elif not any(type(finder) is AfterImport for finder in sys.meta_path):  # noqa: E721
+        sys.meta_path.insert(0, AfterImport("tensorflow", _install_import_scope))
 
 
 def apply(name, target, **options):

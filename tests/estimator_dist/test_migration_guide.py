@@ -79,10 +79,10 @@ def test_guide_names_only_tests_that_exist():
     named = set(re.findall(r"`(test_\w+)`", _read_guide()))
     # pylint: disable=import-outside-toplevel
     from tests.estimator_dist import test_migrate
-    from tests.estimator_dist.commands import test_engines
+    from tests.estimator_dist.commands import test_engines, test_migrate_safety
     from tests.estimator_dist.conversion import test_checkpoint_mapping
 
-    modules = (test_migrate, test_checkpoint_mapping, test_engines)
+    modules = (test_migrate, test_checkpoint_mapping, test_engines, test_migrate_safety)
     defined = {n for n in list(globals()) + [n for m in modules for n in dir(m)]
                if n.startswith("test_")}
     assert named and named <= defined, named - defined

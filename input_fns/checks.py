@@ -19,9 +19,10 @@ from input_fns import _files, _records
 from input_fns.files import _infer_format
 
 DEFAULT_LIMIT = 1000  # Records read per file.
-# The longest float field tf.io.decode_csv reads in TF 2.15 ("... is not a valid float"
-# past it, spaces included; int fields have no such limit).
-MAX_FLOAT_CHARS = 31
+# The longest float field tf.io.decode_csv reads: 31 characters in TF 2.15 ("... is not a
+# valid float" past it, spaces included; int fields have no such limit). TF 2.21 reads float
+# fields of any length, a value past float32's range as inf (which _check_x refuses): None.
+MAX_FLOAT_CHARS = 31 if tf.__version__.startswith("2.15.") else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +60,9 @@ def _number(text, kind, where):
 
 
 def _float(text, where):
-    """A float field that TensorFlow's CSV reader reads too (it reads none longer)."""
-    if len(text) > MAX_FLOAT_CHARS:
+    """A float field that TensorFlow's CSV reader reads too (on TF 2.15 it reads none
+    longer than ``MAX_FLOAT_CHARS``)."""
+    if MAX_FLOAT_CHARS is not None and len(text) > MAX_FLOAT_CHARS:
         raise _fault(f"hold numbers of at most {MAX_FLOAT_CHARS} characters (TensorFlow's CSV "
                      "reader reads no longer ones)", f"a field of {len(text):,} characters",
                      where)

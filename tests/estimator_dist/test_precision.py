@@ -1,6 +1,7 @@
 """Mixed precision (``make_run_config(mixed_precision=...)``, ``--mixed-precision``)."""
 import json
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -222,7 +223,7 @@ def _job_args(tmp_path, strategy, mixed, behaviour, model="layers"):
             f"model={model}"]
     if strategy == "multi_worker":
         args = ["-m", "estimator_dist.launch", "--workers", "2", "--timeout",
-                str(_CLUSTER_TIMEOUT), "--", "python", *args]
+                str(_CLUSTER_TIMEOUT), "--", sys.executable, *args]
     return args
 
 

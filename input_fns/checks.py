@@ -18,9 +18,10 @@ import tensorflow as tf
 from input_fns import _files, _records
 
 DEFAULT_LIMIT = 1000  # Records read per file.
-# The longest float field tf.io.decode_csv reads in TF 2.15 ("... is not a valid float"
-# past it, spaces included; int fields have no such limit).
-MAX_FLOAT_CHARS = 31
+# The longest float field tf.io.decode_csv reads: 31 characters in TF 2.15 ("... is not a
+# valid float" past it, spaces included; int fields have no such limit). TF 2.21 reads float
+# fields of any length: None.
+MAX_FLOAT_CHARS = 31 if tf.__version__.startswith("2.15.") else None
 FLOAT32_MAX = 3.4028234663852886e38
 
 
@@ -59,9 +60,10 @@ def _number(text, kind, where):
 
 
 def _float(text, where):
-    """A float field that TensorFlow's CSV reader reads too (it reads none longer), and
-    that float32 holds (a larger one becomes Inf, and the loss NaN)."""
-    if len(text) > MAX_FLOAT_CHARS:
+    """A float field that TensorFlow's CSV reader reads too (on TF 2.15 it reads none
+    longer than ``MAX_FLOAT_CHARS``), and that float32 holds (a larger one becomes Inf, and
+    the loss NaN)."""
+    if MAX_FLOAT_CHARS is not None and len(text) > MAX_FLOAT_CHARS:
         raise _fault(f"hold numbers of at most {MAX_FLOAT_CHARS} characters (TensorFlow's CSV "
                      "reader reads no longer ones)", f"a field of {len(text):,} characters",
                      where)

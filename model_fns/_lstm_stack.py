@@ -11,8 +11,8 @@ Variables are laid out as ``tf.compat.v1.nn.rnn_cell.BasicLSTMCell`` lays them o
 The kernel multiplies ``concat([input, h])``; its column blocks are the gates i, j
 (candidate), f, o; ``forget_bias`` 1.0 is added to f when run, not stored. As in
 BasicLSTMCell, the bias starts from zeros and the kernel from the variable scope's
-initializer, else Keras' ``glorot_uniform`` (what ``tf.layers`` use; see "Seeds" in
-docs/strategies.md).
+initializer, else ``glorot_uniform`` of the Keras that serves ``tf.layers`` (tf-keras on
+TF 2.16+; see "Seeds" in docs/strategies.md).
 
 The kernel: each layer computes what BasicLSTMCell + ``dynamic_rnn`` computes, with
 fewer ops per step, because at these sizes a step's time is mostly op overhead on the
@@ -60,11 +60,21 @@ def cell_scopes(num_layers):
     return [f"{scope}/basic_lstm_cell" for scope in _scopes(num_layers)]
 
 
+def _glorot_uniform():
+    """BasicLSTMCell's default kernel initializer: that of the Keras serving the TF1 layers
+    and cells, tf.keras on TF 2.15, tf-keras on 2.16+ (where tf.keras is Keras 3, whose
+    initializer draws through other ops)."""
+    if tf.__version__.startswith("2.15."):
+        return tf.keras.initializers.get("glorot_uniform")
+    import tf_keras  # pylint: disable=import-outside-toplevel
+
+    return tf_keras.initializers.get("glorot_uniform")
+
+
 def _variables(scope, dim, num_units):
     """A layer's kernel and bias, created as BasicLSTMCell creates them."""
     with v1.variable_scope(scope):
-        initializer = (v1.get_variable_scope().initializer
-                       or tf.keras.initializers.get("glorot_uniform"))
+        initializer = v1.get_variable_scope().initializer or _glorot_uniform()
         kernel = v1.get_variable("kernel", [dim + num_units, 4 * num_units],
                                  initializer=initializer)
         bias = v1.get_variable("bias", [4 * num_units], initializer=v1.zeros_initializer())

@@ -233,7 +233,7 @@ MENDS = {mend.name: mend for mend in (
         defect="Estimator runs one step per Session.run off TPU: its multi-step loop "
                "(experimental_run_steps_on_iterator) serves TPU strategies only",
         test="tests/estimator_dist/mends/test_steps_per_run.py::"
-             "test_steps_per_run_trains_like_one_step_per_run",
+             "test_tf_estimator_runs_one_step_per_session_run_off_tpu",
         changes="LoopEstimator overrides Estimator's private train path (4 methods) and "
                 "passes its override check; only for steps_per_run > 1",
         scope="estimator",
@@ -360,7 +360,7 @@ MENDS = {mend.name: mend for mend in (
         defect="CommunicationOptions has no wire dtype: float32 gradients cross the network "
                "in float32 (applied only when all_reduce_dtype='bfloat16' asks for it)",
         test="tests/estimator_dist/distribute/test_strategies.py::"
-             "test_all_reduce_dtype_bfloat16_sums_in_bfloat16_and_returns_float32",
+             "test_tf_communication_options_have_no_wire_dtype",
         changes="the strategy's extended _batch_reduce_to: float32 values cast to bfloat16 "
                 "for the all-reduce and back",
         scope="strategy",

@@ -14,6 +14,9 @@ PROBE is one of:
 """
 import sys
 
+# tf.estimator on TensorFlow 2.16+: the import-scope mends only (nothing on 2.15); no
+# other mend is installed without make_run_config.
+import estimator_dist  # noqa: F401  pylint: disable=unused-import
 import tensorflow as tf
 
 from tests.estimator_dist import tf1_models

@@ -4,8 +4,9 @@ alive after each cycle.
     python -m tests.estimator_dist.custom_gradient_probe {plain,mended} MODEL CYCLES \
         {graphs,rss} MODEL_DIR
 
-``plain``: a plain ``tf.estimator.Estimator`` and RunConfig, estimator_dist never
-imported. ``mended``: the config from ``estimator_dist.make_run_config("default")``.
+``plain``: a plain ``tf.estimator.Estimator`` and RunConfig, no mend but those that give
+TensorFlow 2.16+ ``tf.estimator`` back. ``mended``: the config from
+``estimator_dist.make_run_config("default")``.
 MODEL: ``custom_gradient`` (``tf1_models.custom_gradient_model_fn``) or ``lstm``
 (``model_fns.lstm_model_fn``). Each cycle trains 20 steps and evaluates 2, then prints
 ``cycle N graphs G registry R`` (``graphs``: after ``gc.collect()``, the live
@@ -15,6 +16,9 @@ MODEL: ``custom_gradient`` (``tf1_models.custom_gradient_model_fn``) or ``lstm``
 import gc
 import sys
 
+# tf.estimator on TensorFlow 2.16+: the import-scope mends only (nothing on 2.15); no
+# other mend is installed without make_run_config.
+import estimator_dist  # noqa: F401  pylint: disable=unused-import
 import tensorflow as tf
 from tensorflow.python.framework import ops
 

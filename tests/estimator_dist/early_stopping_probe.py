@@ -1,4 +1,4 @@
-"""Plain TensorFlow's early-stopping hook under MirroredStrategy, without estimator_dist.
+"""Plain TensorFlow's early-stopping hook under MirroredStrategy, without the package's mends.
 
     python -m tests.estimator_dist.early_stopping_probe {secs,steps} MODEL_DIR
 
@@ -9,6 +9,9 @@ first line`` or ``FINISHED``.
 """
 import sys
 
+# tf.estimator on TensorFlow 2.16+: the import-scope mends only (nothing on 2.15); no
+# other mend is installed without make_run_config.
+import estimator_dist  # noqa: F401  pylint: disable=unused-import
 import tensorflow as tf
 
 from tests.estimator_dist import tf1_models

@@ -72,7 +72,8 @@ def main(model_dir, behaviour, input_kind, wiring, evaluations):
     import tensorflow as tf
     if behaviour == "tf1":
         tf.compat.v1.disable_v2_behavior()
-    estimator = tf.estimator.Estimator(count_model_fn, config=_config(model_dir, wiring))
+    config = _config(model_dir, wiring)  # Imports estimator_dist: tf.estimator on TF 2.16+.
+    estimator = tf.estimator.Estimator(count_model_fn, config=config)
     input_fn = legacy_input_fn if input_kind == "legacy" else context_input_fn
     if wiring == "cluster":
         tf.estimator.train_and_evaluate(

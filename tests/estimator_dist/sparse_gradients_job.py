@@ -4,12 +4,16 @@
         python -m tests.estimator_dist.sparse_gradients_job MODEL_DIR
 
 RunConfig's own ``train_distribute=tf.distribute.MultiWorkerMirroredStrategy()`` (no
-estimator_dist): prints ``ERROR Type: first line`` or ``FINISHED``.
+make_run_config, so no mend but tf.estimator's own on TF 2.16+): prints ``ERROR Type:
+first line`` or ``FINISHED``.
 """
 import json
 import os
 import sys
 
+# tf.estimator on TensorFlow 2.16+: the import-scope mends only (nothing on 2.15); no
+# other mend is installed without make_run_config.
+import estimator_dist  # noqa: F401  pylint: disable=unused-import
 import tensorflow as tf
 
 from tests.legacy.programs import iris_data

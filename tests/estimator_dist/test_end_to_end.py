@@ -222,6 +222,7 @@ def test_multi_worker_estimator_train_alone_runs_with_make_run_config(python_run
 
 def _deadlock_probe(tmp_path, cross_device_ops):
     return f"""
+import estimator_dist  # tf.estimator on TF 2.16+ (no other mend without make_run_config)
 import tensorflow as tf
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)

@@ -1,7 +1,8 @@
-"""docs/facts.md runs: every code block in order, and each claim's verdict holds on TF 2.15.
+"""docs/facts.md runs: every code block in order, and each claim's verdict holds on TF 2.15
+and on TF 2.21.
 
-The blocks are plain TensorFlow (no estimator_dist), so these tests check TensorFlow
-itself; a TF release that changes one of the facts fails here.
+The blocks are plain TensorFlow (estimator_dist only gives TF 2.16+ tf.estimator back), so
+these tests check TensorFlow itself; a TF release that changes one of the facts fails here.
 """
 import os
 import re

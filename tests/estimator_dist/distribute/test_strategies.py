@@ -1,4 +1,6 @@
 """strategies: the reductions the package adds to TensorFlow's strategies."""
+import inspect
+
 import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops
 from tensorflow.python.distribute import values as values_lib
@@ -12,6 +14,14 @@ def _two_replica_strategy():
     return strategies._MirroredStrategy(  # pylint: disable=protected-access
         ["/cpu:0", "/cpu:1"],
         cross_device_ops=tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0"))
+
+
+def test_tf_communication_options_have_no_wire_dtype():
+    """What ``bfloat16_all_reduce`` adds: a collective's options set packing, timeout and
+    implementation, nothing of the dtype values cross the network in."""
+    options = tf.distribute.experimental.CommunicationOptions
+    parameters = inspect.signature(options.__init__).parameters
+    assert set(parameters) == {"self", "bytes_per_pack", "timeout_seconds", "implementation"}
 
 
 def test_all_reduce_dtype_bfloat16_sums_in_bfloat16_and_returns_float32():

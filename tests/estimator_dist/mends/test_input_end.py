@@ -55,6 +55,7 @@ def test_stop_unless_all_raises_stop_iteration_as_out_of_range():
 
 
 _PLAIN_UNEVEN = """
+import estimator_dist  # tf.estimator on TF 2.16+ (no other mend without make_run_config)
 import numpy as np, tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 index = strategy.cluster_resolver.task_id

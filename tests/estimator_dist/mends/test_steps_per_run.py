@@ -50,6 +50,34 @@ def test_make_run_config_steps_per_run_reaches_make_estimator(model_dir):
     assert estimator.steps_per_run == 7
 
 
+class _StepsPerRun(tf.compat.v1.train.SessionRunHook):
+    """The global step after each Session.run of training."""
+
+    def __init__(self):
+        self.steps = []
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(tf.compat.v1.train.get_global_step())
+
+    def after_run(self, run_context, run_values):
+        self.steps.append(run_values.results)
+
+
+@pytest.mark.parametrize("strategy, kwargs", [("default", {}),
+                                              ("mirrored", {"num_replicas": 2})])
+def test_tf_estimator_runs_one_step_per_session_run_off_tpu(model_dir, strategy, kwargs):
+    """TensorFlow's own train loop: one Session.run per step, whatever the strategy (six
+    runs for six steps, the global step one further at each)."""
+    config = estimator_dist.make_run_config(strategy, model_dir=model_dir, **kwargs)
+    estimator = tf.estimator.Estimator(tf1_models.mlp_model_fn, config=config,
+                                       params={"learning_rate": 0.1})
+    x, y = tf1_models.classification_data()
+    hook = _StepsPerRun()
+    estimator.train(tf1_models.context_input_fn(x, y, 16), max_steps=6, hooks=[hook])
+    assert len(hook.steps) == 6 and np.all(np.diff(hook.steps) == 1), hook.steps
+    assert estimator.get_variable_value("global_step") == 6
+
+
 def test_make_estimator_one_step_per_run_is_plain_estimator(model_dir):
     config = estimator_dist.make_run_config(model_dir=model_dir, steps_per_run=1)
     estimator = estimator_dist.make_estimator(tf1_models.mlp_model_fn, config)

@@ -191,3 +191,10 @@ def test_versions_benchmark_runs_both_ends(python_run, other_end_python):
     rows = dict(re.findall(r"^(sgemm|dense 2 workers|dense)\s+.*x([\d.]+) \(", out, re.M))
     assert set(rows) == {"sgemm", "dense", "dense 2 workers"}, out
     assert all(float(ratio) > 0 for ratio in rows.values())
+
+
+def test_cpu_mirrored_benchmark_compares_package_with_plain(python_run):
+    out = _run(python_run, "cpu_mirrored.py", "--tiny", "--rounds", "1", "--behaviours",
+               "tf1", "--models", "dense", "--systems", "package", "plain")
+    assert re.search(r"dense  package .* examples/s   x[\d.]+ of plain", out)
+    assert re.search(r"dense  plain .* examples/s   x1\.00 of plain", out)

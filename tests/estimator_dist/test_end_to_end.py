@@ -220,36 +220,55 @@ def test_multi_worker_estimator_train_alone_runs_with_make_run_config(python_run
     assert tf.train.latest_checkpoint(model_dir).endswith("model.ckpt-5")
 
 
-def _deadlock_probe(tmp_path, cross_device_ops):
+def _deadlock_probe(tmp_path, session_config):
+    """Plain TF in TF2 behaviour: two logical CPU devices, ``MirroredStrategy`` with its
+    default cross-device ops, the Estimator's session config ``session_config`` (None:
+    ``RunConfig``'s own); prints the devices the Estimator's session has."""
     return f"""
 import estimator_dist  # tf.estimator on TF 2.16+ (no other mend without make_run_config)
 import tensorflow as tf
+import estimator_dist  # tf.estimator on TF 2.16+; builds no strategy
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 from tests.estimator_dist import tf1_models
-strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"], cross_device_ops={cross_device_ops})
-config = tf.estimator.RunConfig(model_dir={str(tmp_path)!r}, train_distribute=strategy)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+print("CROSS_DEVICE_OPS", type(strategy.extended._cross_device_ops).__name__)
+class Devices(tf.compat.v1.train.SessionRunHook):
+    def after_create_session(self, session, coord):
+        print("SESSION_DEVICES", [d.name.split("/")[-1] for d in session.list_devices()],
+              flush=True)
+config = tf.estimator.RunConfig(model_dir={str(tmp_path)!r}, train_distribute=strategy,
+                                session_config={session_config})
 x, y = tf1_models.regression_data()
 estimator = tf.estimator.Estimator(tf1_models.regression_model_fn, config=config,
                                    params={{"learning_rate": 0.1}})
-estimator.train(tf1_models.context_input_fn(x, y, 16), max_steps=3)
+estimator.train(tf1_models.context_input_fn(x, y, 16), max_steps=3, hooks=[Devices()])
 print("FINISHED")
 """
 
 
 def test_default_cross_device_ops_deadlock_on_cpu_replicas_in_tf2_behaviour(python_run,
                                                                           tmp_path):
-    """The fact behind ReductionToOneDevice: with TensorFlow's defaults, no step completes.
+    """The hang behind the package's explicit session config, exactly: TF2 behaviour
+    (``MirroredStrategy`` picks ``CollectiveAllReduce``), two CPU devices made with
+    ``tf.config.set_logical_device_configuration`` and ``RunConfig`` without a
+    ``session_config``. Estimator's default session config has no ``device_count``, so
+    its session has one CPU device; soft placement puts both replicas there, and the
+    all-reduce of the two replicas on one device never completes.
 
-    Runs in TF2 behaviour (no ``disable_v2_behavior()``), where MirroredStrategy picks
-    CollectiveAllReduce; TF1 behaviour picks ReductionToOneDevice and trains
-    (``test_behaviour_facts.py::test_mirrored_defaults_train_in_tf1_behaviour``).
-
-    Both run at once: ``HANG_MARGIN_SECONDS`` after the ReductionToOneDevice run finished,
-    the default one has not."""
+    The same program with ``session_config=ConfigProto(device_count={"CPU": 2})`` (still
+    the default ``CollectiveAllReduce``, the inter-op pool as small as the core count)
+    finishes: ``HANG_MARGIN_SECONDS`` after it finished, the default one has not.
+    TF1 behaviour picks ``ReductionToOneDevice`` and trains, both replicas on ``CPU:0``
+    (``test_behaviour_facts.py::test_mirrored_defaults_train_in_tf1_behaviour``)."""
     with WatchedPython(["-c", _deadlock_probe(tmp_path / "default", None)]) as default:
         result = python_run(["-c", _deadlock_probe(
-            tmp_path / "one", "tf.distribute.ReductionToOneDevice()")], timeout=120)
+            tmp_path / "count", 'tf.compat.v1.ConfigProto(device_count={"CPU": 2})')],
+            timeout=120)
         assert "FINISHED" in result.stdout, result.stderr[-2000:]
+        assert "CROSS_DEVICE_OPS CollectiveAllReduce" in result.stdout
+        assert "SESSION_DEVICES ['device:CPU:0', 'device:CPU:1']" in result.stdout
         assert default.outlives(HANG_MARGIN_SECONDS), default.output[-2000:]
+    assert "CROSS_DEVICE_OPS CollectiveAllReduce" in default.output
+    assert "SESSION_DEVICES ['device:CPU:0']" in default.output, default.output[-2000:]
     assert "FINISHED" not in default.output, "the defaults no longer deadlock here"

@@ -120,3 +120,37 @@ def test_end_after_completed_steps_runs_worker_check():
     hook._in_step, hook._steps = False, 7  # after_run of step 7, without its check.
     hook.end("session")
     assert checks == ["session"]
+
+
+_LARGE_AND_SMALL_PROBE = """
+import numpy as np
+import tensorflow as tf
+import estimator_dist
+from estimator_dist.hooks import divergence
+config = estimator_dist.make_run_config("mirrored", num_replicas=2)
+strategy = config.train_distribute
+with tf.Graph().as_default():
+    with strategy.scope():
+        small = tf.compat.v1.get_variable("small", [3], initializer=tf.zeros_initializer())
+        large = tf.compat.v1.get_variable(
+            "large", [divergence._FLAT_MAX_ELEMENTS + 5], initializer=tf.zeros_initializer())
+        names, spreads, scales, place = divergence._check_tensors(strategy)
+    copies = {v: strategy.experimental_local_results(v) for v in (small, large)}
+    drift = [copies[small][1].assign([0.0, 0.5, 0.0]),
+             copies[large][1].assign(tf.one_hot(7, divergence._FLAT_MAX_ELEMENTS + 5, 2.0))]
+    session = tf.compat.v1.Session(config=config.session_config)
+    session.run(tf.compat.v1.global_variables_initializer())
+    before = session.run(spreads)
+    session.run(drift)
+    after = session.run(spreads)
+    print("SPREADS", dict(zip(names, before.tolist())), dict(zip(names, after.tolist())))
+"""
+
+
+def test_check_compares_large_variables_one_by_one_in_variable_order(python_run):
+    """A variable above ``_FLAT_MAX_ELEMENTS`` is checked outside the one flat vector; the
+    spreads still line up with the variable names."""
+    result = python_run(["-c", _LARGE_AND_SMALL_PROBE], timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = result.stdout.split("SPREADS ")[1]
+    assert line.strip() == "{'small': 0.0, 'large': 0.0} {'small': 0.5, 'large': 2.0}", line

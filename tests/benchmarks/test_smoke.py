@@ -191,3 +191,18 @@ def test_versions_benchmark_runs_both_ends(python_run, other_end_python):
     rows = dict(re.findall(r"^(sgemm|dense 2 workers|dense)\s+.*x([\d.]+) \(", out, re.M))
     assert set(rows) == {"sgemm", "dense", "dense 2 workers"}, out
     assert all(float(ratio) > 0 for ratio in rows.values())
+
+
+@pytest.mark.multi_process
+def test_wide_benchmark_sends_fewer_bytes_as_rows_than_dense(python_run):
+    """The parameter_server case is left out to keep it short (five processes, not eight)."""
+    out = _run(python_run, "wide.py", "--rounds", "1", "--steps", "8", "--warmup", "2",
+               "--batch", "16", "--buckets", "300000", "--vocab", "100", "--dim", "2",
+               "--cases", "dense", "rows")
+    ratios = dict(re.findall(r"^  (.+?)\s+[\d.]+ ms/step\s+[\d,]+ examples/s\s+x([\d.]+) ",
+                             out, re.M))
+    assert set(ratios) == {"1 process", "2 workers, dense", "2 workers, rows"}, out
+    sent = {name: int(count.replace(",", "")) for name, count in
+            re.findall(r"^  (.+?)\s+[\d.]+ ms/step.*?([\d,]+) bytes/step$", out, re.M)}
+    # The 1.2 MB crossed column's dense gradient crosses every step; as rows, 8 of them.
+    assert sent["2 workers, rows"] * 4 < sent["2 workers, dense"], out

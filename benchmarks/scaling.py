@@ -97,7 +97,7 @@ def _trace_summary(run_metadata):
             "ops": [min(s for s, _ in every), max(e for _, e in every)]}
 
 
-def _step_hook(total_steps, trace):
+def step_hook(total_steps, trace):
     """A hook recording every ``Session.run``'s wall time (µs since the epoch) and, when
     ``trace``, a RunMetadata summary of the last ``TRACE_STEPS`` runs."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -211,7 +211,7 @@ def run_task(spec):
         return data.batch(spec["batch"], drop_remainder=True).prefetch(2)
 
     runs = spec["steps"] // spec["options"].get("steps_per_run", 1)
-    hook = _step_hook(runs, trace=spec["system"] != "alone")
+    hook = step_hook(runs, trace=spec["system"] != "alone")
     if spec["system"] == "alone":
         estimator.train(input_fn, max_steps=spec["steps"], hooks=[hook])
     else:
@@ -257,10 +257,11 @@ def _environment(tf_config):
     return env
 
 
-def _run_tasks(layout, tasks, spec, timeout):
+def run_tasks(layout, tasks, spec, timeout, script=__file__):
     """Starts ``tasks`` of the cluster ``layout`` (None: one process, no TF_CONFIG), each
-    training task pinned to the next core (a ps task on every core), and returns the JSON
-    records the training tasks print, chief first."""
+    training task pinned to the next core (a ps task on every core), each running
+    ``script --task SPEC``, and returns the JSON records the training tasks print, chief
+    first."""
     ports = iter(_free_ports(sum(layout.values()) if layout else 0))
     cluster = {kind: [f"127.0.0.1:{next(ports)}" for _ in range(n)]
                for kind, n in (layout or {}).items()}
@@ -271,7 +272,7 @@ def _run_tasks(layout, tasks, spec, timeout):
             tf_config = None if layout is None else {
                 "cluster": cluster, "task": {"type": kind, "index": index}}
             core = f"0-{cores - 1}" if kind == "ps" else str(number % cores)
-            command = ["taskset", "-c", core, sys.executable, os.path.abspath(__file__),
+            command = ["taskset", "-c", core, sys.executable, os.path.abspath(script),
                        "--task", json.dumps(spec)]
             processes.append((kind, subprocess.Popen(
                 command, env=_environment(tf_config), stdout=subprocess.PIPE,
@@ -300,7 +301,7 @@ def run_case(case, args, global_batch):
             "batch": global_batch if kind == "alone" else global_batch // 2,
             "steps": args.steps, "dim": args.dim, "hidden_units": args.hidden_units,
             "options": options, "v1_behavior": args.v1_behavior}
-    records = _run_tasks(*_cluster(kind), spec, args.timeout)
+    records = run_tasks(*_cluster(kind), spec, args.timeout)
     return {**records[0], "peer_traces": [r["traces"] for r in records[1:]]}
 
 
@@ -308,7 +309,7 @@ def measure_collectives(args, sizes, dtype="float32"):
     """{elements: median seconds} of a lone all-reduce between two pinned workers (the
     slower worker's median)."""
     spec = {"system": "collectives", "sizes": sizes, "steps": args.steps, "dtype": dtype}
-    records = _run_tasks(*_cluster("plain"), spec, args.timeout)
+    records = run_tasks(*_cluster("plain"), spec, args.timeout)
     return {int(size): max(r[size] for r in records) for size in records[0]}
 
 

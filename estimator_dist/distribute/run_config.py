@@ -182,7 +182,8 @@ def with_mixed_precision(config, mixed_precision):
 def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tpu=None,
                     use_tpu=True, collective_timeout=None, rendezvous_timeout=None,
                     steps_per_run=None, tf_config=None, all_reduce_bytes_per_pack=None,
-                    all_reduce_dtype=None, mixed_precision=None, **run_config_kwargs):
+                    all_reduce_dtype=None, sparse_gradients=None, mixed_precision=None,
+                    **run_config_kwargs):
     """Returns a ``tf.estimator.RunConfig`` that runs an Estimator under ``strategy``.
 
     Hand the result to a plain ``tf.estimator.Estimator(model_fn, config=...)``.
@@ -216,6 +217,11 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
         TensorFlow's one collective for all gradients, after the whole backward pass).
       all_reduce_dtype: for "multi_worker", "bfloat16" all-reduces float32 gradients as
         bfloat16 (half the bytes; the update is float32); default "float32".
+      sparse_gradients: for "multi_worker", how ``IndexedSlices`` gradients (embedding,
+        linear and crossed columns, ``tf.gather``) cross between workers: "auto" (default)
+        as the rows a step touched where that is fewer bytes than the dense tensor, and
+        dense for tables under 256 KiB; "rows" always as rows; "dense" always as dense
+        tensors. The choice for each table is printed once; see docs/strategies.md.
       mixed_precision: None (float32), "bfloat16" (CPUs with bfloat16 units, and TPUs) or
         "float16" (GPUs, with dynamic loss scaling of the model_fn's v1 optimizers), for
         an unchanged model_fn; variables and checkpoints stay float32. Carried as
@@ -259,7 +265,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
                             use_tpu=use_tpu, **run_config_kwargs), mixed_precision)
     options = {} if collective_timeout is None else {"collective_timeout": collective_timeout}
     for name, value in (("all_reduce_bytes_per_pack", all_reduce_bytes_per_pack),
-                        ("all_reduce_dtype", all_reduce_dtype)):
+                        ("all_reduce_dtype", all_reduce_dtype),
+                        ("sparse_gradients", sparse_gradients)):
         if value is not None:
             options[name] = value
     if rendezvous_timeout is not None:

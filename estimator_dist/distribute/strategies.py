@@ -70,8 +70,8 @@ class _MirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
 
 class _MultiWorkerMendsMixin:
     """Applies the mends MultiWorkerMirroredStrategy needs under Estimator
-    (``mends.registry``): sparse gradients reduced dense, batch norm's moving statistics
-    mirrored."""
+    (``mends.registry``): sparse gradients exchanged as rows (or dense, by the mend's
+    rule), batch norm's moving statistics mirrored."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -192,6 +192,10 @@ def _multi_worker(num_replicas, options, tf_config):
     check_positive_int("collective_timeout", timeout)
     packing = _packing_options(options)
     reduction = _reduction_dtype(options.get("all_reduce_dtype", "float32"))
+    sparse = options.get("sparse_gradients", "auto")
+    if sparse not in SPARSE_GRADIENTS:
+        raise UsageError(f"sparse_gradients must be one of {list(SPARSE_GRADIENTS)}. "
+                         f"Received: sparse_gradients={sparse!r}")
     # Mend collective_watchdog: no timeout on the collectives (in TF 2.15 each one would
     # hold a thread for the whole timeout); the watchdog bounds a stalled step instead.
     watched = "collective_watchdog" not in mends.turned_off()
@@ -208,6 +212,9 @@ def _multi_worker(num_replicas, options, tf_config):
     if reduction == "bfloat16":
         mends.require("bfloat16_all_reduce", "all_reduce_dtype='bfloat16'")
         mends.apply("bfloat16_all_reduce", strategy)
+    if sparse != "auto":
+        mends.require("sparse_gradients", f"sparse_gradients={sparse!r}")
+        mends.apply("sparse_gradients", strategy, mode=sparse)
     if watched:
         watchdog.watch(strategy, timeout)
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
@@ -225,6 +232,9 @@ def _packing_options(options):
     return {"bytes_per_pack": bytes_per_pack}
 
 
+# How sparse gradients cross between workers (mend sparse_gradients): by its rule, always
+# as rows, always dense.
+SPARSE_GRADIENTS = ("auto", "rows", "dense")
 # The dtypes float32 values may be all-reduced in across workers (float32: TensorFlow's own).
 _REDUCTION_DTYPES = ("bfloat16", "float32")
 
@@ -273,6 +283,7 @@ _ONE_REPLICA = {
 _OPTION_STRATEGIES = {"collective_timeout": ("multi_worker",),
                       "all_reduce_bytes_per_pack": ("multi_worker",),
                       "all_reduce_dtype": ("multi_worker",),
+                      "sparse_gradients": ("multi_worker",),
                       "rendezvous_timeout": ("multi_worker", "parameter_server")}
 
 

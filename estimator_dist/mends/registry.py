@@ -193,12 +193,17 @@ MENDS = {mend.name: mend for mend in (
         name="sparse_gradients",
         module="estimator_dist.mends.sparse_gradients",
         defect="MultiWorkerMirroredStrategy's all-gather of sparse gradients (embedding, "
-               "linear and crossed columns) fails with 'Shape mismatch in the collective "
-               "instance'",
+               "linear and crossed columns, tf.gather) fails with 'Shape mismatch in the "
+               "collective instance': in an Estimator graph a collective keeps its instance "
+               "key, and the rows' count changes from step to step",
         test="tests/estimator_dist/test_end_to_end.py::"
              "test_plain_multi_worker_strategy_fails_on_sparse_gradients",
-        changes="the strategy's extended _reduce_to / _batch_reduce_to: IndexedSlices "
-                "reduced as dense tensors",
+        changes="the strategy's extended _reduce_to / _batch_reduce_to: IndexedSlices cross "
+                "as rows (one all-reduce MAX of every table's row count, then per table the "
+                "rows padded to a fixed ladder of sizes, each size with its own instance "
+                "key, and all-gathered) while rows x row bytes x replicas stay within the "
+                "dense bytes, else dense; tables under 256 KiB all-reduced dense with the "
+                "dense gradients; sparse_gradients='rows' / 'dense' forces one way",
         scope="strategy",
         strategies=("multi_worker",),
     ),

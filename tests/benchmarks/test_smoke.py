@@ -198,3 +198,18 @@ def test_cpu_mirrored_benchmark_compares_package_with_plain(python_run):
                "tf1", "--models", "dense", "--systems", "package", "plain")
     assert re.search(r"dense  package .* examples/s   x[\d.]+ of plain", out)
     assert re.search(r"dense  plain .* examples/s   x1\.00 of plain", out)
+
+
+@pytest.mark.multi_process
+def test_wide_benchmark_sends_fewer_bytes_as_rows_than_dense(python_run):
+    """The parameter_server case is left out to keep it short (five processes, not eight)."""
+    out = _run(python_run, "wide.py", "--rounds", "1", "--steps", "8", "--warmup", "2",
+               "--batch", "16", "--buckets", "300000", "--vocab", "100", "--dim", "2",
+               "--cases", "dense", "rows")
+    ratios = dict(re.findall(r"^  (.+?)\s+[\d.]+ ms/step\s+[\d,]+ examples/s\s+x([\d.]+) ",
+                             out, re.M))
+    assert set(ratios) == {"1 process", "2 workers, dense", "2 workers, rows"}, out
+    sent = {name: int(count.replace(",", "")) for name, count in
+            re.findall(r"^  (.+?)\s+[\d.]+ ms/step.*?([\d,]+) bytes/step$", out, re.M)}
+    # The 1.2 MB crossed column's dense gradient crosses every step; as rows, 8 of them.
+    assert sent["2 workers, rows"] * 4 < sent["2 workers, dense"], out

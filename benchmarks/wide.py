@@ -1,0 +1,222 @@
+"""A wide-and-deep model on one process, two workers and a parameter server: examples/s
+and bytes per step.
+
+    python benchmarks/wide.py [--rounds 3] [--steps 200] [--warmup 20] [--batch 512]
+                              [--buckets 1000000] [--vocab 100000] [--dim 32]
+                              [--cases alone dense rows ps]
+
+The model is a canned ``tf.estimator.DNNLinearCombinedClassifier``: its linear part reads
+a crossed column of two ids (``--buckets`` hash buckets, FTRL), its DNN part an
+embedding of a third id (``--vocab`` rows × ``--dim``, Adagrad) through 64 → 32 units.
+Each example touches one row of each table, so a step's gradients are a few hundred rows
+of tables of millions. The cases, each process pinned to its own core (``taskset``; a ps
+task on every core), at one global batch:
+
+* ``1 process`` — no strategy, the whole batch: the baseline.
+* ``2 workers, dense`` — ``make_run_config("multi_worker", sparse_gradients="dense")``:
+  every sparse gradient all-reduced as its dense table, each worker on half the batch.
+* ``2 workers, rows`` — ``make_run_config("multi_worker")`` (``sparse_gradients="auto"``):
+  the tables cross as the rows a step touched.
+* ``parameter_server`` — ``make_run_config("parameter_server")``: a chief and a worker,
+  each on half the batch, asynchronous, 1 ps task.
+
+The cases alternate within each round; each reports the chief's median step time after
+``--warmup`` steps (examples/s = global batch / that: under parameter_server both
+workers step at about the chief's speed) and the median of the per-round ratios to the
+baseline. Bytes per step are what the chief's process sent and received over its TCP
+connections (``ss``'s counters) between the end of the warm-up and the end, over the
+steps in between.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scaling  # noqa: E402  (its task launcher and step timing)
+
+CASES = {"alone": "1 process", "dense": "2 workers, dense", "rows": "2 workers, rows",
+         "ps": "parameter_server, 2 workers + 1 ps"}
+BASELINE = CASES["alone"]
+LAYOUTS = {"alone": (None, [(None, 0)]),
+           "dense": ({"worker": 2}, [("worker", 0), ("worker", 1)]),
+           "rows": ({"worker": 2}, [("worker", 0), ("worker", 1)]),
+           "ps": ({"chief": 1, "worker": 1, "ps": 1}, [("ps", 0), ("chief", 0), ("worker", 0)])}
+
+
+# ---- one task: runs in a child process ------------------------------------------------
+
+def tcp_bytes():
+    """Bytes this process has sent and received over its TCP connections (``ss``), or
+    None where ``ss`` gives none."""
+    try:
+        out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True,
+                             timeout=20, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    total, mine, found = 0, False, False
+    for line in out.splitlines():
+        if not line[:1].isspace():
+            mine = f"pid={os.getpid()}," in line
+            continue
+        if mine:
+            found = True
+            total += sum(int(n) for n in re.findall(r"bytes_(?:sent|received):(\d+)", line))
+    return total if found else None
+
+
+def _model(spec, config):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    columns = tf.feature_column
+    crossed = columns.crossed_column(["a", "b"], hash_bucket_size=spec["buckets"])
+    ids = columns.categorical_column_with_identity("c", spec["vocab"])
+    return tf.estimator.DNNLinearCombinedClassifier(
+        linear_feature_columns=[crossed],
+        dnn_feature_columns=[columns.embedding_column(ids, spec["dim"])],
+        dnn_hidden_units=[64, 32], config=config)
+
+
+def _config(spec):
+    import estimator_dist  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    quiet = {"model_dir": spec["model_dir"], "save_checkpoints_secs": None,
+             "save_checkpoints_steps": None, "save_summary_steps": None,
+             "log_step_count_steps": 10**9}
+    system = spec["system"]
+    if system == "alone":
+        return tf.estimator.RunConfig(**quiet)
+    if system == "ps":
+        return estimator_dist.make_run_config("parameter_server", **quiet)
+    return estimator_dist.make_run_config(
+        "multi_worker", sparse_gradients="dense" if system == "dense" else "auto", **quiet)
+
+
+def run_task(spec):
+    """Trains one task of a case; prints its step walls and bytes as one JSON line."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    spec = dict(spec, model_dir=os.path.join(spec["work_dir"], spec["system"]))
+    estimator = _model(spec, _config(spec))
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    rng = np.random.default_rng(task.get("index", 0) + (task.get("type") == "chief") * 7)
+    size = 16384
+    side = int(spec["buckets"] ** 0.5) + 1
+    features = {"a": rng.integers(0, side, (size, 1)), "b": rng.integers(0, side, (size, 1)),
+                "c": rng.integers(0, spec["vocab"], (size, 1))}
+    labels = ((features["a"] + features["c"]) % 2).astype(np.int64)
+
+    def input_fn():  # ignores input_context: each worker batches its own share
+        data = tf.data.Dataset.from_tensor_slices((features, labels)).cache().repeat()
+        return data.batch(spec["batch"], drop_remainder=True).prefetch(2)
+
+    hook = scaling.step_hook(spec["steps"], trace=False)
+    counted = _byte_hook(spec["warmup"])
+    if spec["system"] == "alone":
+        estimator.train(input_fn, max_steps=spec["steps"], hooks=[hook, counted])
+    else:
+        tf.estimator.train_and_evaluate(
+            estimator, tf.estimator.TrainSpec(input_fn, max_steps=spec["steps"],
+                                              hooks=[hook, counted]),
+            tf.estimator.EvalSpec(input_fn, steps=1, throttle_secs=10**6))
+    print("TASK " + json.dumps({"walls": hook.walls, "steps_per_run": 1,
+                                "bytes_per_step": counted.per_step()}), flush=True)
+
+
+def _byte_hook(warmup):
+    """A hook counting this process's TCP bytes between its ``warmup``-th run and its
+    last; ``per_step()`` gives them per run."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    class ByteHook(tf.estimator.SessionRunHook):
+        def __init__(self):
+            self._runs, self._start, self._end = 0, None, None
+
+        def after_run(self, run_context, run_values):
+            self._runs += 1
+            if self._runs == warmup:
+                self._start = (self._runs, tcp_bytes())
+
+        def end(self, session):
+            self._end = (self._runs, tcp_bytes())
+
+        def per_step(self):
+            if not self._start or not self._end or None in (self._start[1], self._end[1]):
+                return None
+            steps = self._end[0] - self._start[0]
+            return (self._end[1] - self._start[1]) / steps if steps > 0 else None
+
+    return ByteHook()
+
+
+# ---- the driver -----------------------------------------------------------------------
+
+def run_case(kind, args, work_dir):
+    spec = {"system": kind, "batch": args.batch if kind == "alone" else args.batch // 2,
+            "steps": args.steps, "warmup": args.warmup, "buckets": args.buckets,
+            "vocab": args.vocab, "dim": args.dim, "work_dir": work_dir}
+    return scaling.run_tasks(*LAYOUTS[kind], spec, args.timeout,
+                              script=__file__)[0]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=512, help="global batch (even)")
+    parser.add_argument("--buckets", type=int, default=1_000_000)
+    parser.add_argument("--vocab", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=32)
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES),
+                        help="cases to run (the 1 process baseline always runs)")
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--task", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.task:
+        return run_task(json.loads(args.task))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    import _timing  # pylint: disable=import-outside-toplevel
+    _timing.print_header()
+    print(f"DNNLinearCombinedClassifier: crossed column {args.buckets:,} buckets "
+          f"({args.buckets * 4 / 1e6:.1f} MB of FTRL weights), embedding {args.vocab:,} x "
+          f"{args.dim} ({args.vocab * args.dim * 4 / 1e6:.1f} MB, Adagrad), DNN 64 -> 32; "
+          f"global batch {args.batch}, {args.steps} steps per case, first {args.warmup} "
+          f"left out; load average {os.getloadavg()[0]:.1f}", flush=True)
+    kinds = [k for k in CASES if k in args.cases or k == "alone"]
+    results = {kind: [] for kind in kinds}
+    gflops = []
+    for round_index in range(args.rounds):
+        gflops.append(_timing.sgemm_gflops(repeats=2))
+        for kind in kinds:
+            with tempfile.TemporaryDirectory() as work_dir:
+                results[kind].append(run_case(kind, args, work_dir))
+        line = ", ".join(
+            f"{CASES[k]} {args.batch / scaling.step_seconds(r[-1], args.warmup):,.0f}"
+            for k, r in results.items())
+        print(f"  round {round_index + 1}: sgemm {gflops[-1]:.0f} GFLOP/s, load "
+              f"{os.getloadavg()[0]:.1f}, examples/s: {line}", flush=True)
+    base = [scaling.step_seconds(r, args.warmup) for r in results["alone"]]
+    print(f"median over {args.rounds} rounds; x = median per-round ratio of examples/s to "
+          f"{BASELINE}; bytes = the chief's TCP bytes sent + received per step")
+    for kind, records in results.items():
+        seconds = [scaling.step_seconds(r, args.warmup) for r in records]
+        ratios = [b / s for b, s in zip(base, seconds)]
+        sent = [r["bytes_per_step"] for r in records if r["bytes_per_step"] is not None]
+        bytes_text = f"{statistics.median(sent):>13,.0f} bytes/step" if sent else "  bytes n/a"
+        print(f"  {CASES[kind]:<36} {statistics.median(seconds) * 1000:7.1f} ms/step "
+              f"{args.batch / statistics.median(seconds):>9,.0f} examples/s   "
+              f"x{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+              f" {bytes_text}", flush=True)
+    print(f"  sgemm {_timing.SGEMM_SIZE}^3 float32: median {statistics.median(gflops):.0f} "
+          f"GFLOP/s over the rounds; load average {os.getloadavg()[0]:.1f} at the end",
+          flush=True)
+    return None
+
+
+if __name__ == "__main__":
+    main()

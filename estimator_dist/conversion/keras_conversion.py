@@ -215,9 +215,11 @@ def _files_under(path):
                       d for d in dirs if os.path.islink(os.path.join(root, d))])
 
 
-# Outputs written before the marker listed its files hold a Keras SavedModel's files only.
+# A marker that lists no files: the output holds a Keras SavedModel's files only (and, on
+# TensorFlow 2.16+, Keras 3's own files beside them).
 _SAVED_MODEL_FILES = re.compile(r"(saved_model|keras_metadata|fingerprint)\.pb|"
                                 r"variables/variables\.(index|data-\d+-of-\d+)|"
+                                r"config\.json|metadata\.json|model\.weights\.h5|"
                                 + re.escape(MARKER))
 
 

@@ -126,7 +126,8 @@ class EventSteps:
         self._last = {}  # Events file -> the step of its last event.
 
     def read(self):
-        from tensorboard.compat.proto import event_pb2  # pylint: disable=import-outside-toplevel
+        # TensorFlow's own copy of the proto: 2.16+ no longer installs tensorboard.
+        from tensorflow.core.util import event_pb2  # pylint: disable=import-outside-toplevel
         for root, _, files in os.walk(self._model_dir):
             for name in files:
                 if "tfevents" in name and os.sep + "eval" not in root:

@@ -452,8 +452,10 @@ def launch_command(args):
     """Runs the cluster ``args`` describe; returns the process exit code."""
     command = _validate_launch_args(args)
     _validate_multi_host(args)
-    _isolate(args)
+    # Before the namespace switch: an unprivileged launcher in its own user namespace may
+    # no longer execute the interpreter it was started with.
     watcher = reaper.Reaper()
+    _isolate(args)
     if args.nodes:
         def start():
             return _start_node(command, args, watcher)

@@ -13,6 +13,8 @@ the pipe closes without a last ``done`` -- the kernel closes the launcher's end 
 it died -- that process kills every group it still holds with SIGKILL and exits. It is
 plain Python without site packages: no TensorFlow, no numpy, ready in milliseconds.
 """
+import os
+import shutil
 import subprocess
 import sys
 
@@ -37,12 +39,20 @@ for group in groups:
 _CLOSE_SECONDS = 5
 
 
+def _interpreter():
+    """A Python to run the reaper (standard library only): this one, or where this user
+    may not execute it (a venv of another user's Python), the system's."""
+    if os.access(sys.executable, os.X_OK):
+        return sys.executable
+    return shutil.which("python3") or sys.executable
+
+
 class Reaper:
     """The process that kills the launcher's task groups once the launcher is gone."""
 
     def __init__(self):
         self._process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _REAPER], stdin=subprocess.PIPE,
+            [_interpreter(), "-I", "-S", "-c", _REAPER], stdin=subprocess.PIPE,
             start_new_session=True, text=True)
 
     def _tell(self, word):

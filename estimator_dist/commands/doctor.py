@@ -107,7 +107,7 @@ def mend_states():
 def isolation():
     """Whether the launcher can put a local cluster in a private network namespace (tried
     in a child process, which ends with it)."""
-    probe = ("from estimator_dist.commands.isolation import isolate_network\n"
+    probe = ("from estimator_dist.supervisor.isolation import isolate_network\n"
              "from estimator_dist.errors import UsageError\n"
              "try:\n    isolate_network()\nexcept UsageError as error:\n"
              "    print(error)\n    raise SystemExit(1)\n")

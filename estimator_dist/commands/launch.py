@@ -41,7 +41,9 @@ import threading
 import time
 import typing
 
-from estimator_dist.commands import cli, isolation, reaper, restarts
+from estimator_dist.commands import cli
+from estimator_dist import checkpoint_step
+from estimator_dist.supervisor import isolation, reaper, restarts
 from estimator_dist.distribute import cluster
 from estimator_dist.errors import UsageError
 
@@ -391,13 +393,14 @@ def _supervise(start, command, args, forwarder, watcher):
     backoff = restarts.Backoff()
     restart = at_start = 0
     while True:
-        started, step = time.monotonic(), restarts.checkpoint_step(model_dir)
+        started, step = time.monotonic(), checkpoint_step.newest_step(model_dir)
         forwarder.watch(start())
         end = _watch(forwarder.tasks, deadline, forwarder)
         if end.outcome != "failed":
             return end, restart
         ran = time.monotonic() - started
-        failed_at_start = restarts.failed_at_start(ran, step, restarts.checkpoint_step(model_dir))
+        failed_at_start = restarts.failed_at_start(
+            ran, step, checkpoint_step.newest_step(model_dir))
         at_start = at_start + 1 if failed_at_start else 0
         if restart == args.max_restarts or at_start == restarts.START_FAILURES:
             return end, restart

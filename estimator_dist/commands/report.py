@@ -43,7 +43,7 @@ def read_curves(model_dir):
     Raises:
       UsageError: ``model_dir`` holds no training loss.
     """
-    from estimator_dist.commands import events  # pylint: disable=import-outside-toplevel
+    from estimator_dist.job import events  # pylint: disable=import-outside-toplevel
 
     train = {t: p for t, p in events.scalars(model_dir).items() if t == _TRAIN_TAG}
     if not train:

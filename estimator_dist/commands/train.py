@@ -13,7 +13,8 @@ import signal
 import sys
 
 from estimator_dist import config_files, models, precision, run_record
-from estimator_dist.commands import cli, config as config_lib, engines, logs, stop_deadline
+from estimator_dist.commands import cli, logs
+from estimator_dist.job import settings as settings_lib, engines, stop_deadline
 from estimator_dist.distribute import cluster_sources, strategy_table
 from estimator_dist.errors import UsageError
 
@@ -49,7 +50,7 @@ def _each_model(field):
 
 def _at_most(name):
     """A numeric flag's bound, for its help: "at most 2,147,483,647"."""
-    return f"at most {config_lib.MAXIMA[name]:,}"
+    return f"at most {settings_lib.MAXIMA[name]:,}"
 
 
 def _add_model_flags(parser, defaults):
@@ -116,7 +117,7 @@ def _add_run_flags(parser, defaults):
                             "resumed (default: a new ./runs/MODEL-TIME)")
     group.add_argument("--save-checkpoints-steps", type=cli.positive_int, metavar="N",
                        help="steps between checkpoints, each one evaluated, at least "
-                            f"max_steps / {config_lib.MAX_CHECKPOINTS:,} and "
+                            f"max_steps / {settings_lib.MAX_CHECKPOINTS:,} and "
                             f"{_at_most('save_checkpoints_steps')} (default: a checkpoint "
                             "every 10 minutes, one evaluation at the end)")
     group.add_argument("--seed", type=cli.non_negative_int, metavar="N",
@@ -150,7 +151,7 @@ def train_parser(subparsers=None):
     # A settings flag that is not given stays out of args, so the config file's value and
     # the recorded run's show through (flags -> config file -> run.json -> defaults).
     parser.argument_default = argparse.SUPPRESS
-    defaults = config_lib.RunSettings()
+    defaults = settings_lib.RunSettings()
     _add_model_flags(parser, defaults)
     _add_data_flags(parser)
     _add_distribution_flags(parser, defaults)
@@ -172,12 +173,12 @@ def _settings_and_record(args):
     and the model dir's record (``run_record.load``; None without one)."""
     file_values = config_files.load_file(args.config) if args.config else {}
     source = f"config file {args.config!r}" if args.config else "config"
-    config_lib.check_keys(file_values, source)
+    settings_lib.check_keys(file_values, source)
     flags = _flag_values(args)
     model_dir = flags.get("model_dir", file_values.get("model_dir"))
     record = run_record.load(model_dir) if isinstance(model_dir, str) and model_dir else None
-    merged = config_lib.merge(run_record.carried_settings(record), file_values, flags)
-    return config_lib.RunSettings.from_dict(merged, source=source), record
+    merged = settings_lib.merge(run_record.carried_settings(record), file_values, flags)
+    return settings_lib.RunSettings.from_dict(merged, source=source), record
 
 
 def settings_from_args(args):
@@ -229,7 +230,7 @@ def train_command(args, deadline=None):
         return 0
     logs.quiet_tensorflow(settings.verbose)
     from estimator_dist.hooks import preemption  # pylint: disable=import-outside-toplevel
-    from estimator_dist.commands import training  # pylint: disable=import-outside-toplevel
+    from estimator_dist.job import training  # pylint: disable=import-outside-toplevel
 
     logs.tensorflow_python_logging(settings.verbose)
     if args.engine != "estimator":

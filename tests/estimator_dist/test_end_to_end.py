@@ -8,7 +8,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from estimator_dist.commands import restarts
+from estimator_dist.supervisor import restarts
 from estimator_dist.commands.launch import free_ports
 from tests.conftest import HANG_MARGIN_SECONDS, WatchedPython, run_workers, worker_env
 

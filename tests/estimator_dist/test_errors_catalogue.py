@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist.commands import training
-from estimator_dist.commands.config import RunSettings
+from estimator_dist.job import training
+from estimator_dist.job.settings import RunSettings
 from tests.conftest import REPO_ROOT, handles_signal
 from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
 

@@ -7,7 +7,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from estimator_dist.commands import events
+from estimator_dist.job import events
 from tests.conftest import REPO_ROOT
 from tests.estimator_dist import legacy_train_and_evaluate as legacy
 

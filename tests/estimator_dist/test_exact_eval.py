@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from estimator_dist.commands import events
+from estimator_dist.job import events
 from tests.conftest import run_together, selected_values
 from tests.estimator_dist.exact_eval_job import CLUSTER_STEPS, NUM_EXAMPLES
 

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist.commands import checkpoints, model_dir_lock, training
+from estimator_dist.job import checkpoints, model_dir_lock, training
 from estimator_dist.commands.migrate import main as migrate_main
-from estimator_dist.commands.config import RunSettings
+from estimator_dist.job.settings import RunSettings
 from estimator_dist.commands.report import main as report_main
 from input_fns import write_tfrecords
 from tests.conftest import REPO_ROOT

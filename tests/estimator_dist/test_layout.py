@@ -107,13 +107,16 @@ def test_launcher_imports_nothing_that_starts_threads():
 # The layers, from the bottom: a module imports from its own layer and those below only
 # (docs/architecture.md, "Layers"). A module in no layer fails the test until placed.
 _LAYERS = (
-    ("errors", "config_files", "run_record", "models", "datasets", "export", "precision"),
+    ("errors", "config_files", "run_record", "models", "datasets", "export", "precision",
+     "checkpoint_step"),
     ("mends",),
     ("hooks",),
     ("distribute",),
     ("estimator",),
     ("plan",),
     ("conversion",),
+    ("supervisor",),
+    ("job",),
     ("commands",),
     _ENTRY_POINTS,
 )

@@ -14,8 +14,9 @@ import tensorflow as tf
 
 import model_fns
 from estimator_dist import run_record
-from estimator_dist.commands import migrate, training
-from estimator_dist.commands.config import RunSettings
+from estimator_dist.commands import migrate
+from estimator_dist.job import training
+from estimator_dist.job.settings import RunSettings
 from estimator_dist.conversion import _keras_lstm, keras_conversion
 from estimator_dist.errors import UsageError
 from tests.estimator_dist.train_support import keep_tf_logging, snapshot  # noqa: F401

@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from estimator_dist.commands import events, migrate, train
+from estimator_dist.commands import migrate, train
+from estimator_dist.job import events
 from estimator_dist.conversion import checkpoint_mapping
 from tests import markdown_blocks
 from tests.conftest import REPO_ROOT
@@ -79,7 +80,8 @@ def test_guide_names_only_tests_that_exist():
     named = set(re.findall(r"`(test_\w+)`", _read_guide()))
     # pylint: disable=import-outside-toplevel
     from tests.estimator_dist import test_migrate
-    from tests.estimator_dist.commands import test_engines, test_migrate_safety
+    from tests.estimator_dist.commands import test_migrate_safety
+    from tests.estimator_dist.job import test_engines
     from tests.estimator_dist.conversion import test_checkpoint_mapping
 
     modules = (test_migrate, test_checkpoint_mapping, test_engines, test_migrate_safety)

@@ -6,7 +6,8 @@ import pytest
 
 import model_fns
 from estimator_dist import models
-from estimator_dist.commands import config, train
+from estimator_dist.commands import train
+from estimator_dist.job import settings as settings_lib
 from estimator_dist.conversion import keras_conversion
 from estimator_dist.errors import UsageError
 
@@ -32,7 +33,7 @@ def test_cli_choices_are_the_table():
 def test_settings_refuse_a_name_outside_the_table():
     with pytest.raises(UsageError, match=r"^model must be one of dense, lstm\. "
                                          r"Received: model='cnn'$"):
-        config.RunSettings(model="cnn")
+        settings_lib.RunSettings(model="cnn")
 
 
 def test_to_keras_refuses_a_name_outside_the_table(tmp_path):
@@ -43,7 +44,7 @@ def test_to_keras_refuses_a_name_outside_the_table(tmp_path):
 
 
 def test_table_and_settings_import_no_tensorflow():
-    code = ("import sys; import estimator_dist.models, estimator_dist.commands.config; "
+    code = ("import sys; import estimator_dist.models, estimator_dist.job.settings; "
             "print('tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from estimator_dist.commands import isolation
+from estimator_dist.supervisor import isolation
 from estimator_dist.distribute import cluster
 from tests.conftest import REPO_ROOT
 

@@ -11,8 +11,9 @@ import os
 import pytest
 import tensorflow as tf
 
-from estimator_dist.commands import migrate, training
-from estimator_dist.commands.config import RunSettings
+from estimator_dist.commands import migrate
+from estimator_dist.job import training
+from estimator_dist.job.settings import RunSettings
 from estimator_dist.conversion import keras_conversion
 from tests.estimator_dist.train_support import keep_tf_logging, snapshot  # noqa: F401
 

@@ -4,8 +4,9 @@ import io
 import pytest
 from matplotlib import image
 
-from estimator_dist.commands import events, report, training
-from estimator_dist.commands.config import RunSettings
+from estimator_dist.commands import report
+from estimator_dist.job import events, training
+from estimator_dist.job.settings import RunSettings
 
 
 @pytest.fixture(scope="module")

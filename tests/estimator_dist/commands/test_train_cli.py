@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from estimator_dist import run_record
-from estimator_dist.commands import events, train, training
+from estimator_dist.commands import train
+from estimator_dist.job import events, training
 from estimator_dist.models import MODELS
 from tests.estimator_dist.train_support import keep_tf_logging, run_main  # noqa: F401
 

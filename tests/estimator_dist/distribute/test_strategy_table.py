@@ -1,7 +1,8 @@
 """The one table of strategies: every name has a builder, and everything reads it."""
 import pytest
 
-from estimator_dist.commands import config, train
+from estimator_dist.commands import train
+from estimator_dist.job import settings as settings_lib
 from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError
 
@@ -21,7 +22,7 @@ def test_settings_refuse_a_name_outside_the_table():
     with pytest.raises(UsageError, match=r"strategy must be one of default, mirrored, "
                                          r"multi_worker, parameter_server, tpu\. "
                                          r"Received: strategy='mirorred'"):
-        config.RunSettings(strategy="mirorred")
+        settings_lib.RunSettings(strategy="mirorred")
 
 
 def test_cluster_names_are_the_kinds_with_cluster_tasks():

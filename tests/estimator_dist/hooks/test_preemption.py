@@ -15,7 +15,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from estimator_dist.commands.stop_deadline import WRITES_NO_CHECKPOINTS
+from estimator_dist.job.stop_deadline import WRITES_NO_CHECKPOINTS
 from estimator_dist.hooks.preemption import PreemptionHook
 from tests.conftest import REPO_ROOT
 

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from estimator_dist.commands import launch, restarts
+from estimator_dist.commands import launch
+from estimator_dist import checkpoint_step
 from estimator_dist.distribute import cluster
 from estimator_dist.hooks import ps_watch
 from estimator_dist.mends import internals
@@ -171,7 +172,7 @@ def test_chief_and_worker_end_naming_the_ps_when_it_is_gone(tmp_path, signum):
     print(f"ps gone {died - sent:.1f} s after {signal.Signals(signum).name}; then chief "
           f"{seconds['chief']:.1f} s, worker {seconds['worker']:.1f} s")
     assert ps_code == (-signal.SIGKILL if signum == signal.SIGKILL else 128 + signal.SIGTERM)
-    step = restarts.checkpoint_step(model_dir)
+    step = checkpoint_step.newest_step(model_dir)
     for role in ("chief", "worker"):
         assert codes[role] == ps_watch.EXIT_CODE, logs[role][-2000:]
         assert seconds[role] < _BOUND_SECONDS

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from estimator_dist.commands import restarts
+from estimator_dist import checkpoint_step
 from estimator_dist.commands.launch import free_ports
 from estimator_dist.hooks import peer_failure, watchdog
 from tests.conftest import REPO_ROOT, worker_env
@@ -146,7 +146,7 @@ def _start_workers(model_dir, tmp_path):
 
 def _wait_for_checkpoint(model_dir, step, workers, seconds):
     deadline = time.monotonic() + seconds
-    while (restarts.checkpoint_step(model_dir) or 0) < step:  # (Older ones are deleted.)
+    while (checkpoint_step.newest_step(model_dir) or 0) < step:  # (Older ones are deleted.)
         assert time.monotonic() < deadline, f"training never reached step {step}"
         assert all(w.poll() is None for w in workers), "a worker ended early"
         time.sleep(0.5)

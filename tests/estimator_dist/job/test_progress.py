@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist.commands import events, hooks
+from estimator_dist.job import events, progress
 
 v1 = tf.compat.v1
 
@@ -37,7 +37,7 @@ def _estimator(model_dir, poison=False, save_checkpoints_steps=1000):
 def _train(model_dir, max_steps, **hook_kwargs):
     hook_kwargs.setdefault("mode", "lines")
     hook_kwargs.setdefault("stream", io.StringIO())
-    hook = hooks.ProgressHook(max_steps, 2, **hook_kwargs)
+    hook = progress.ProgressHook(max_steps, 2, **hook_kwargs)
     _estimator(model_dir).train(_input_fn, max_steps=max_steps, hooks=[hook])
     hook.close()
     return hook, hook_kwargs["stream"].getvalue()
@@ -49,19 +49,19 @@ class _Terminal(io.StringIO):
 
 
 def test_display_mode_terminal_is_bar():
-    assert hooks.display_mode(_Terminal(), environ={}) == "bar"
+    assert progress.display_mode(_Terminal(), environ={}) == "bar"
 
 
 def test_display_mode_terminal_under_ci_is_lines():
-    assert hooks.display_mode(_Terminal(), environ={"CI": "true"}) == "lines"
+    assert progress.display_mode(_Terminal(), environ={"CI": "true"}) == "lines"
 
 
 def test_display_mode_pipe_is_lines():
-    assert hooks.display_mode(io.StringIO(), environ={}) == "lines"
+    assert progress.display_mode(io.StringIO(), environ={}) == "lines"
 
 
 def test_throughput_counts_only_steps_run_here():
-    done = hooks.Throughput(start_step=100, final_step=150, seconds=2.0, batch_size=32)
+    done = progress.Throughput(start_step=100, final_step=150, seconds=2.0, batch_size=32)
     assert done.steps == 50
     assert done.examples_per_second == pytest.approx(800.0)
 
@@ -105,12 +105,12 @@ def test_progress_writes_examples_per_sec_and_learning_rate(model_dir):
 def test_finite_weights_listener_keeps_last_finite_checkpoint(model_dir):
     estimator = _estimator(model_dir, poison=True, save_checkpoints_steps=1)
     with pytest.raises(v1.train.NanLossDuringTrainingError):
-        estimator.train(_input_fn, max_steps=3, saving_listeners=[hooks.FiniteWeightsListener()])
+        estimator.train(_input_fn, max_steps=3, saving_listeners=[progress.FiniteWeightsListener()])
     assert tf.train.latest_checkpoint(model_dir).endswith("model.ckpt-0")
 
 
 def test_progress_lines_come_at_least_once_a_minute(model_dir, monkeypatch):
-    monkeypatch.setattr(hooks, "_PLAIN_LINE_SECONDS", 0)
+    monkeypatch.setattr(progress, "_PLAIN_LINE_SECONDS", 0)
     _, text = _train(model_dir, 15)
     assert len(text.splitlines()) == 15
 
@@ -135,7 +135,7 @@ def test_progress_reports_recreated_session_and_steps_lost(model_dir, capsys,
                                                            save_checkpoints_steps, restored):
     """Estimator's monitored session re-creates the session on ``AbortedError`` and
     restores the last checkpoint, silently: the steps since it are lost."""
-    hook = hooks.ProgressHook(40, 2, mode=None, stream=io.StringIO())
+    hook = progress.ProgressHook(40, 2, mode=None, stream=io.StringIO())
     _estimator(model_dir, save_checkpoints_steps=save_checkpoints_steps).train(
         _input_fn, max_steps=40, hooks=[hook, _AbortOnce(at=12)])
     assert hook.step == 40  # Trained to the end after the recovery.
@@ -152,5 +152,5 @@ def test_progress_reports_recreated_session_and_steps_lost(model_dir, capsys,
 
 def test_recovery_without_restore_says_training_goes_on(capsys):
     """A worker that is not the chief restores nothing: its step goes on."""
-    hooks._report_recovery(120, 121)  # pylint: disable=protected-access
+    progress._report_recovery(120, 121)  # pylint: disable=protected-access
     assert capsys.readouterr().err.endswith("; training goes on from step 121.\n")

@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from estimator_dist.commands import isolation, launch
+from estimator_dist.commands import launch
+from estimator_dist.supervisor import isolation
 from tests.conftest import REPO_ROOT
 
 

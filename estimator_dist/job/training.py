@@ -16,10 +16,11 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from estimator_dist import export, models, plan as plan_lib, precision, run_record
-from estimator_dist.commands import (checkpoint_saver, checkpoints, events, hooks,
-                                     model_dir_lock, model_size)
-from estimator_dist.commands.config import RunSettings
+from estimator_dist import (checkpoint_step, export, models, plan as plan_lib, precision,
+                            run_record)
+from estimator_dist.job import (checkpoint_saver, checkpoints, events, model_dir_lock, model_size,
+                                progress as progress_lib)
+from estimator_dist.job.settings import RunSettings
 from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import EnvironmentFault, UsageError, check_writable_path, os_fault
 from estimator_dist.estimator import make_estimator
@@ -41,7 +42,7 @@ class Result:
     metrics: dict  # Empty on a worker that neither evaluates nor finds eval events.
     export_path: str  # None on a worker that does not export, or with export off.
     seconds: float  # Wall time of the whole run.
-    throughput: hooks.Throughput  # None when training had no step left to run.
+    throughput: progress_lib.Throughput  # None when training had no step left to run.
     max_steps: int
     task_type: str = None  # The TF_CONFIG task type of a cluster strategy, else None.
 
@@ -107,7 +108,7 @@ def _steps_per_run(settings):
                          f"steps_per_run={settings.steps_per_run}")
     if settings.steps_per_run is not None or not kind.loops:
         return settings.steps_per_run
-    return max(1, min(DEFAULT_STEPS_PER_RUN, settings.max_steps // hooks.PLAIN_LINES))
+    return max(1, min(DEFAULT_STEPS_PER_RUN, settings.max_steps // progress_lib.PLAIN_LINES))
 
 
 def _strategy_plan(settings, task):
@@ -289,8 +290,10 @@ def _nan_error(step, settings):
 
 
 def _checkpoint_step(model_dir):
-    latest = tf.train.latest_checkpoint(model_dir)
-    return int(latest.rsplit("-", 1)[1]) if latest else 0
+    step = checkpoint_step.newest_step(model_dir)
+    if step is None:  # A bucket path, or a state file only TensorFlow reads.
+        step = checkpoint_step.step_of(tf.train.latest_checkpoint(model_dir))
+    return step
 
 
 def _announce(stream, settings, strategy):
@@ -347,12 +350,12 @@ def _train(estimator, settings, strategy, data, progress, on_stopped):
 
 def _settling(strategy, model_dir, train_hooks, on_stopped):
     """The hook, last of a ``train`` call's, that tells ``on_stopped`` of a stop on a
-    signal (``hooks.SettleOnStopHook``), in a list; none without ``on_stopped``."""
+    signal (``progress_lib.SettleOnStopHook``), in a list; none without ``on_stopped``."""
     preemption = next((h for h in train_hooks if isinstance(h, PreemptionHook)), None)
     if on_stopped is None or preemption is None:
         return []
     step = (lambda: _checkpoint_step(model_dir)) if strategy.is_chief else None
-    return [hooks.SettleOnStopHook(preemption, on_stopped, checkpoint_step=step)]
+    return [progress_lib.SettleOnStopHook(preemption, on_stopped, checkpoint_step=step)]
 
 
 def _saving(estimator, strategy, train_hooks, last_hooks):
@@ -362,7 +365,7 @@ def _saving(estimator, strategy, train_hooks, last_hooks):
     the process opens its writer. TPUEstimator adds a saver of its own whatever the hooks,
     so under "tpu" Estimator's saver is kept (and writes the graph at every call).
     """
-    listeners = [hooks.FiniteWeightsListener()]
+    listeners = [progress_lib.FiniteWeightsListener()]
     if strategy.kind.tpu:
         return {"hooks": train_hooks + last_hooks, "saving_listeners": listeners}
     saver = checkpoint_saver.CheckpointSaverHook(estimator.config, listeners=listeners)
@@ -513,9 +516,9 @@ def _run_prepared(plan, stream, on_stopped, start):
         _announce(stream, settings, strategy)
     estimator = make_estimator(model.model_fn, strategy.config, settings.params,
                                batch_size=settings.batch_size)
-    progress = hooks.ProgressHook(
+    progress = progress_lib.ProgressHook(
         settings.max_steps, settings.batch_size,
-        mode=hooks.display_mode(stream) if chief else None, stream=stream,
+        mode=progress_lib.display_mode(stream) if chief else None, stream=stream,
         summary_dir=settings.model_dir if chief else None,
         summary_steps=strategy.config.save_summary_steps,
         learning_rate=settings.params.get("learning_rate"),

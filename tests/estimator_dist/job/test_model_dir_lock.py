@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from estimator_dist.commands import model_dir_lock
+from estimator_dist.job import model_dir_lock
 from estimator_dist.errors import UsageError
 
 

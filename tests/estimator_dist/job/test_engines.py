@@ -4,8 +4,9 @@ import io
 import pytest
 
 from estimator_dist import models
-from estimator_dist.commands import engines, train, training
-from estimator_dist.commands.config import RunSettings
+from estimator_dist.commands import train
+from estimator_dist.job import engines, training
+from estimator_dist.job.settings import RunSettings
 from estimator_dist.errors import UsageError
 
 # The band docs/migration.md states: every engine above the floor, all within the gap.

@@ -3,7 +3,7 @@ import glob
 
 import tensorflow as tf
 
-from estimator_dist.commands import checkpoint_saver
+from estimator_dist.job import checkpoint_saver
 from tests.estimator_dist import tf1_models
 
 

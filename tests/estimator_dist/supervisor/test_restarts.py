@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from estimator_dist.commands import restarts
+from estimator_dist import checkpoint_step
+from estimator_dist.supervisor import restarts
 from tests.conftest import REPO_ROOT, launched_tasks
 
 pytestmark = pytest.mark.multi_process
@@ -36,16 +37,6 @@ def test_model_dir_of_reads_both_flag_spellings():
     assert restarts.model_dir_of(["train", "--model-dir", "runs/a"]) == "runs/a"
     assert restarts.model_dir_of(["train", "--model-dir=runs/b"]) == "runs/b"
     assert restarts.model_dir_of(["train", "--config", "c.yaml"]) is None
-
-
-def test_checkpoint_step_reads_checkpoint_file(tmp_path):
-    assert restarts.checkpoint_step(str(tmp_path)) == 0
-    (tmp_path / "checkpoint").write_text(
-        f'model_checkpoint_path: "{tmp_path}/model.ckpt-1200"\n'
-        'all_model_checkpoint_paths: "model.ckpt-600"\n')
-    assert restarts.checkpoint_step(str(tmp_path)) == 1200
-    assert restarts.checkpoint_step("gs://bucket/run") is None
-    assert restarts.checkpoint_step(None) is None
 
 
 def test_restart_line_without_model_dir_says_last_checkpoint():
@@ -134,8 +125,8 @@ def test_launch_max_restarts_survives_two_worker_kills(tmp_path):
     killed = []
     try:
         for kill in range(2):
-            restarted_at = restarts.checkpoint_step(model_dir)
-            _wait_until(lambda: restarts.checkpoint_step(model_dir) > restarted_at, process,
+            restarted_at = checkpoint_step.newest_step(model_dir)
+            _wait_until(lambda: checkpoint_step.newest_step(model_dir) > restarted_at, process,
                         deadline, f"training before kill {kill + 1}")
             pids = list(launched_tasks(process.pid).values())
             assert len(pids) == 2, pids
@@ -155,7 +146,7 @@ def test_launch_max_restarts_survives_two_worker_kills(tmp_path):
     # stalled past the collective timeout on a loaded machine.
     assert [m["code"] for m in restarted[:2]] == ["-9", "-9"], text[-3000:]
     assert int(restarted[1]["step"]) >= int(restarted[0]["step"]) > 0
-    assert restarts.checkpoint_step(model_dir) == max_steps
+    assert checkpoint_step.newest_step(model_dir) == max_steps
 
 
 def test_backoff_doubles_to_its_cap_and_resets_after_a_long_run():
@@ -226,5 +217,5 @@ def test_max_restarts_crash_loop_backs_off_to_few_restarts_in_30_s(tmp_path):
     assert waits == [1, 2, 4, 8, 16], result.stderr
     assert result.stderr.splitlines()[-1] == (
         "launch: --timeout 30 s ran out while waiting to restart")
-    assert restarts.checkpoint_step(str(tmp_path)) == 5  # Five runs: four restarts.
+    assert checkpoint_step.newest_step(str(tmp_path)) == 5  # Five runs: four restarts.
     assert seconds < 60

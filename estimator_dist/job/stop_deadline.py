@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from estimator_dist.commands import restarts
+from estimator_dist import checkpoint_step
 
 # Kubernetes' default grace period is 30 s; a task ends within 20 s of the signal.
 BOUND_SECONDS = 15
@@ -76,7 +76,7 @@ def newest_checkpoint(model_dir):
     """A callable for ``Deadline.saved``: the step of ``model_dir``'s newest checkpoint,
     read from TensorFlow's ``checkpoint`` file at the moment it is called."""
     def words():
-        step = restarts.checkpoint_step(model_dir)
+        step = checkpoint_step.newest_step(model_dir)
         if step is None:  # A bucket, or a file this process cannot read.
             return f"the checkpoints saved are in {model_dir}"
         if not os.path.exists(os.path.join(model_dir, "checkpoint")):

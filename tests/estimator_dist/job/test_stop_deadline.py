@@ -15,7 +15,9 @@ import time
 
 import pytest
 
-from estimator_dist.commands import config as config_lib, launch, restarts, stop_deadline
+from estimator_dist.commands import launch
+from estimator_dist.job import settings as settings_lib, stop_deadline
+from estimator_dist.supervisor import restarts
 from estimator_dist.commands import train as train_lib
 from estimator_dist.distribute import cluster
 from tests.conftest import REPO_ROOT
@@ -278,7 +280,7 @@ def test_newest_checkpoint_words(tmp_path):
 def test_train_saved_words_by_role(monkeypatch, tmp_path, task_type, index, chief):
     spec, _ = cluster.local_cluster([2222, 2223], 2, evaluator=True)
     monkeypatch.setenv("TF_CONFIG", cluster.TFConfig(spec, task_type, index).to_json())
-    settings = config_lib.RunSettings(strategy="multi_worker", model_dir=str(tmp_path))
+    settings = settings_lib.RunSettings(strategy="multi_worker", model_dir=str(tmp_path))
     words = train_lib._saved_words(settings)()  # pylint: disable=protected-access
     assert words == (f"{tmp_path} holds no checkpoint yet" if chief
                      else stop_deadline.WRITES_NO_CHECKPOINTS)

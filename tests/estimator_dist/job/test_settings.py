@@ -5,24 +5,24 @@ import re
 import pytest
 
 from estimator_dist import config_files
-from estimator_dist.commands import config
+from estimator_dist.job import settings as settings_lib
 from estimator_dist.errors import UsageError
 
 
 def test_from_dict_unknown_key_suggests_nearest():
     with pytest.raises(UsageError, match=r"did you mean 'max_steps'\?\)\. Received: unknown key "
                                          r"'max_step'"):
-        config.RunSettings.from_dict({"max_step": 10})
+        settings_lib.RunSettings.from_dict({"max_step": 10})
 
 
 def test_from_dict_hyphenated_key_suggests_underscore_name():
     with pytest.raises(UsageError, match="did you mean 'batch_size'"):
-        config.RunSettings.from_dict({"batch-size": 32})
+        settings_lib.RunSettings.from_dict({"batch-size": 32})
 
 
 def test_from_dict_not_mapping_refused():
     with pytest.raises(UsageError, match="must be a mapping of settings. Received: list"):
-        config.RunSettings.from_dict([1, 2])
+        settings_lib.RunSettings.from_dict([1, 2])
 
 
 @pytest.mark.parametrize("key,value,rule", [
@@ -37,24 +37,25 @@ def test_from_dict_not_mapping_refused():
 ])
 def test_field_bad_value_names_field_rule_and_value(key, value, rule):
     with pytest.raises(UsageError, match=rf"{key} must be {rule}\. Received: {key}="):
-        config.RunSettings.from_dict({key: value})
+        settings_lib.RunSettings.from_dict({key: value})
 
 
 def test_tpu_validate_without_tpu_strategy_refused():
     with pytest.raises(UsageError, match="tpu_validate applies to strategy 'tpu' only"):
-        config.RunSettings(tpu_validate=True)
+        settings_lib.RunSettings(tpu_validate=True)
 
 
 def test_replace_checks_the_copy_and_keeps_the_original():
-    settings = config.RunSettings()
+    settings = settings_lib.RunSettings()
     with pytest.raises(UsageError, match="max_steps must be a positive int"):
         settings.replace(max_steps=-5)
     assert settings.replace(max_steps=5).max_steps == 5 and settings.max_steps is None
 
 
 def test_merge_later_layers_win_and_params_merge_by_key():
-    merged = config.merge({"model": "dense", "params": {"learning_rate": 0.1, "dropout": 0.2}},
-                          {"model": "lstm", "params": {"learning_rate": 0.5}})
+    merged = settings_lib.merge(
+        {"model": "dense", "params": {"learning_rate": 0.1, "dropout": 0.2}},
+        {"model": "lstm", "params": {"learning_rate": 0.5}})
     assert merged == {"model": "lstm", "params": {"learning_rate": 0.5, "dropout": 0.2}}
 
 
@@ -113,28 +114,28 @@ def test_load_file_yaml_duplicate_nested_key_refused(tmp_path):
 ])
 def test_from_dict_out_of_bounds_or_idle_setting_refused(values, message):
     with pytest.raises(UsageError, match=message):
-        config.RunSettings.from_dict(values)
+        settings_lib.RunSettings.from_dict(values)
 
 
 def test_from_dict_settings_at_their_bounds_accepted():
-    settings = config.RunSettings.from_dict({"max_steps": 2**31 - 1, "num_replicas": 64,
+    settings = settings_lib.RunSettings.from_dict({"max_steps": 2**31 - 1, "num_replicas": 64,
                                              "strategy": "mirrored", "tpu_name": None})
-    assert settings.max_steps == config.MAX_STEPS
+    assert settings.max_steps == settings_lib.MAX_STEPS
 
 
-@pytest.mark.parametrize("name", sorted(config.MAXIMA))
+@pytest.mark.parametrize("name", sorted(settings_lib.MAXIMA))
 def test_numeric_setting_past_bound_refused(name):
-    limit = config.MAXIMA[name]
+    limit = settings_lib.MAXIMA[name]
     with pytest.raises(UsageError, match=rf"{name} must be at most {limit:,}\. "
                                          rf"Received: {name}={limit + 1}"):
-        config.RunSettings(**{name: limit + 1})
+        settings_lib.RunSettings(**{name: limit + 1})
 
 
 def test_every_numeric_flag_states_its_bound_in_help():
     from estimator_dist.commands import train  # pylint: disable=import-outside-toplevel
 
     text = " ".join(train.train_parser().format_help().split())
-    for name, limit in config.MAXIMA.items():
+    for name, limit in settings_lib.MAXIMA.items():
         flag = "--" + name.replace("_", "-")
         assert re.search(rf"{flag} N .*?at most {limit:,}", text) or re.search(
             rf"{flag} SECONDS .*?at most {limit:,}", text), flag

@@ -1,12 +1,9 @@
 """The launcher's restarts of a cluster: when it restarts, how long it waits first, and
 what it says (which task died, the wait, where training resumes).
 
-Training resumes from the model dir's newest checkpoint, which TensorFlow names in the
-text file ``MODEL_DIR/checkpoint`` (``model_checkpoint_path: "model.ckpt-120"``). The
-launcher reads that file itself: it imports neither TensorFlow nor numpy (both start
-threads, and the launcher unshares a user namespace, which the kernel refuses to a
-process that runs threads). The model dir comes from the command's ``--model-dir`` flag;
-without one (a config file, a bucket path) the line says "the last checkpoint".
+Training resumes from the model dir's newest checkpoint (``checkpoint_step``, read without
+TensorFlow). The model dir comes from the command's ``--model-dir`` flag; without one (a
+config file, a bucket path) the line says "the last checkpoint".
 
 How often it restarts, as Kubernetes restarts a crashing container (CrashLoopBackOff):
 the launcher waits ``FIRST_WAIT_SECONDS`` before the first restart, twice as long before
@@ -16,9 +13,9 @@ without a new checkpoint failed at start; after ``START_FAILURES`` of those in a
 launcher stops restarting, since a command that cannot start (a typo, a missing file)
 fails the same way each time. ``--max-restarts`` is at most ``MAX_RESTARTS``.
 """
-import os
-import re
 import signal
+
+from estimator_dist.checkpoint_step import newest_step
 
 FIRST_WAIT_SECONDS = 1
 MAX_WAIT_SECONDS = 60
@@ -28,8 +25,6 @@ START_FAILURES = 3
 MAX_RESTARTS = 100
 
 _MODEL_DIR_FLAG = "--model-dir"
-_CHECKPOINT_PATH = re.compile(r'^model_checkpoint_path:\s*"(?P<path>.*)"\s*$', re.MULTILINE)
-_STEP = re.compile(r"-(?P<step>\d+)$")
 
 
 def model_dir_of(command):
@@ -40,23 +35,6 @@ def model_dir_of(command):
         if arg.startswith(_MODEL_DIR_FLAG + "="):
             return arg.split("=", 1)[1]
     return None
-
-
-def checkpoint_step(model_dir):
-    """The global step of ``model_dir``'s newest checkpoint; 0 when it has none yet; None
-    when it cannot be read from here (no model dir, a bucket, a damaged file)."""
-    if model_dir is None or "://" in model_dir:
-        return None
-    try:
-        with open(os.path.join(model_dir, "checkpoint"), encoding="utf-8") as file:
-            text = file.read()
-    except FileNotFoundError:
-        return 0
-    except (OSError, UnicodeDecodeError):
-        return None
-    found = _CHECKPOINT_PATH.search(text)
-    step = found and _STEP.search(found["path"])
-    return int(step["step"]) if step else None
 
 
 def describe_exit(code):
@@ -95,7 +73,7 @@ class Backoff:
 
 def failed_at_start(run_seconds, step_before, step_after):
     """Whether a failed run failed at start: within ``START_SECONDS``, with no newer
-    checkpoint (steps as ``checkpoint_step`` reads them; None: unknown, so no progress)."""
+    checkpoint (steps as ``newest_step`` reads them; None: unknown, so no progress)."""
     progressed = None not in (step_before, step_after) and step_after > step_before
     return run_seconds < START_SECONDS and not progressed
 
@@ -103,7 +81,7 @@ def failed_at_start(run_seconds, step_before, step_after):
 def restart_line(task_name, why, restart, max_restarts, wait, model_dir):
     """The one line the launcher prints when it restarts the cluster: the task and ``why``
     (``failed with exit code 3``), the restart's number, the wait before it, the step."""
-    step = checkpoint_step(model_dir)
+    step = newest_step(model_dir)
     where = "the last checkpoint" if step is None else f"step {step}"
     return (f"launch: {task_name} {why}; restarting every task in {wait} s ({restart} of "
             f"{max_restarts}), resuming from {where}")

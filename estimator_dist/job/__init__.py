@@ -1,0 +1,1 @@
+"""The train/evaluate/export job of one task: settings, training, checkpoints, progress."""

@@ -62,7 +62,7 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch
         return estimator
     if batch_size is None:
         raise UsageError("batch_size must be given for a TPUEstimator. Received: batch_size=None")
-    if getattr(config, "mixed_precision", None) == "bfloat16":
+    if config.mixed_precision == "bfloat16":
         model_fn = _bfloat16_scope_model_fn(model_fn)
     return tf.compat.v1.estimator.tpu.TPUEstimator(
         model_fn, config=config, params=params, use_tpu=config.use_tpu,

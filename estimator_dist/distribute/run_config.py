@@ -8,6 +8,7 @@ from estimator_dist import mends, precision
 from estimator_dist.mends import loss_scaling
 from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
+from estimator_dist.run_config_facts import RunFacts
 
 DEFAULT_ITERATIONS_PER_LOOP = 100
 # Arguments of tf.compat.v1.estimator.tpu.RunConfig (and its resolver) that "tpu" takes.
@@ -35,7 +36,7 @@ def _replace_kwargs(config, kwargs):
     if "session_config" in kwargs:
         devices = config.session_config.device_count.get("CPU", 1)
         kwargs["session_config"] = cpu_session_config(devices, kwargs["session_config"])
-        if getattr(config, "mixed_precision", None) is not None:
+        if config.mixed_precision is not None:
             precision.with_rewrite(kwargs["session_config"], config.mixed_precision)
     if "model_dir" in kwargs:
         if kwargs["model_dir"] == "":
@@ -45,20 +46,22 @@ def _replace_kwargs(config, kwargs):
     return kwargs
 
 
-class StrategyRunConfig(tf.estimator.RunConfig):
+class StrategyRunConfig(RunFacts, tf.estimator.RunConfig):
     """The ``RunConfig`` ``make_run_config`` returns for a tf.distribute strategy.
 
     Its ``replace`` keeps the strategy's wiring (``_replace_kwargs``): official programs
     write ``RunConfig().replace(session_config=...)``, and TensorFlow's ``replace`` would
-    drop the logical CPU devices the replicas run on.
+    drop the logical CPU devices the replicas run on. ``steps_per_run`` and
+    ``mixed_precision`` say what ``make_run_config`` was asked for (``RunFacts``).
     """
 
     def replace(self, **kwargs):
         return super().replace(**_replace_kwargs(self, kwargs))
 
 
-class TPURunConfig(tf.compat.v1.estimator.tpu.RunConfig):
-    """A TPUEstimator ``RunConfig`` that also records whether a TPU is used.
+class TPURunConfig(RunFacts, tf.compat.v1.estimator.tpu.RunConfig):
+    """A TPUEstimator ``RunConfig`` that also records whether a TPU is used, and its
+    ``mixed_precision`` (``RunFacts``).
 
     ``use_tpu=False`` is the CPU validation mode: the same model_fn and input_fn run
     through ``TPUEstimator`` on the CPU, which checks static shapes and the TPU code

@@ -522,7 +522,7 @@ def _run_prepared(plan, stream, on_stopped, start):
         summary_dir=settings.model_dir if chief else None,
         summary_steps=strategy.config.save_summary_steps,
         learning_rate=settings.params.get("learning_rate"),
-        steps_per_run=getattr(strategy.config, "steps_per_run", 1))
+        steps_per_run=strategy.config.steps_per_run)
     try:
         metrics = _train(estimator, settings, strategy, plan.data, progress, on_stopped)
         export_path = None

@@ -27,6 +27,8 @@ import tensorflow as tf
 from tensorflow.python.training.experimental import loss_scale_optimizer
 from tensorflow_estimator.python.estimator import estimator as estimator_lib
 
+from estimator_dist import run_config_facts
+
 _Optimizer = tf.compat.v1.train.Optimizer
 _TF_CALL_MODEL_FN = estimator_lib.Estimator._call_model_fn  # pylint: disable=protected-access
 _TF_COMPUTE_GRADIENTS = _Optimizer.compute_gradients
@@ -93,7 +95,7 @@ class scaled:  # pylint: disable=invalid-name
 
 def _call_model_fn(self, features, labels, mode, config):
     if (mode != tf.estimator.ModeKeys.TRAIN
-            or getattr(config, "mixed_precision", None) != "float16"):
+            or run_config_facts.mixed_precision_of(config) != "float16"):
         return _TF_CALL_MODEL_FN(self, features, labels, mode, config)
     with scaled():
         return _TF_CALL_MODEL_FN(self, features, labels, mode, config)

@@ -25,7 +25,7 @@ from tensorflow.python.training import basic_session_run_hooks
 from tensorflow_estimator.python.estimator import estimator as estimator_lib
 from tensorflow_estimator.python.estimator import util as estimator_util
 
-from estimator_dist import mends
+from estimator_dist import mends, run_config_facts
 from estimator_dist.errors import check_positive_int
 
 v1 = tf.compat.v1
@@ -38,7 +38,7 @@ _LOSS = "loss"
 def steps_per_run_of(config, steps_per_run=None):
     """``steps_per_run`` when given, else the one ``config`` carries (else 1); checked."""
     if steps_per_run is None:
-        steps_per_run = getattr(config, "steps_per_run", 1)
+        steps_per_run = run_config_facts.steps_per_run_of(config)
     return check_positive_int("steps_per_run", steps_per_run)
 
 

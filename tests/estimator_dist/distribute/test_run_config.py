@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
+from estimator_dist import run_config_facts
 from estimator_dist.distribute import run_config
 
 
@@ -195,6 +196,31 @@ def test_replace_keeps_run_config_type_and_settings(tmp_path):
     assert (replaced.model_dir, replaced.tf_random_seed, replaced.save_checkpoints_steps,
             replaced.steps_per_run) == (str(tmp_path / "m"), 5, 4, 3)
     assert config.model_dir != replaced.model_dir  # A copy; the original is unchanged.
+
+
+def test_run_facts_are_declared_properties_kept_by_replace():
+    config = estimator_dist.make_run_config("default", steps_per_run=4,
+                                            mixed_precision=None)
+    replaced = config.replace(tf_random_seed=5)
+    assert isinstance(replaced, run_config_facts.RunFacts)
+    assert (replaced.steps_per_run, replaced.mixed_precision) == (4, None)
+    assert isinstance(type(config).steps_per_run, property)  # Declared, not stuck on.
+
+
+def test_run_facts_checked_when_set():
+    config = estimator_dist.make_run_config()
+    with pytest.raises(ValueError, match=r"steps_per_run must be a positive int\. "
+                                         r"Received: steps_per_run=0"):
+        config.steps_per_run = 0
+    with pytest.raises(ValueError, match=r"mixed_precision must be None, 'bfloat16' or "
+                                         r"'float16'\. Received: mixed_precision='fp8'"):
+        config.mixed_precision = "fp8"
+
+
+def test_run_facts_of_a_plain_run_config_are_the_defaults():
+    config = tf.estimator.RunConfig()
+    assert run_config_facts.steps_per_run_of(config) == 1
+    assert run_config_facts.mixed_precision_of(config) is None
 
 
 @pytest.mark.parametrize("key", ["train_distribute", "eval_distribute"])

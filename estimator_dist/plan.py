@@ -2,8 +2,10 @@
 
 A run asks its ``Plan`` — how many replicas split the global batch, this task's role,
 the training hooks, how input_fns are adapted — instead of branching on strategy names.
-The cluster is parsed once here (from ``TF_CONFIG`` or another cluster source), and the
-RunConfig comes from ``make_run_config``.
+The name is looked up once (a ``strategy_table.StrategyKind``, which ``task_of`` and
+``resolve`` take as well as a name) and the kind handed down to ``make_run_config`` and
+the builder it names. The cluster is parsed once here (from ``TF_CONFIG`` or another
+cluster source).
 """
 import dataclasses
 
@@ -79,18 +81,19 @@ def _replicas(kind, config, task):
 
 
 def task_of(strategy):
-    """This process's validated cluster task under a cluster ``strategy``, else None.
+    """This process's validated cluster task under a cluster ``strategy`` (a
+    ``StrategyKind`` or its name), else None.
 
     Reads the environment only (``make_run_config`` writes ``TF_CONFIG`` for TensorFlow
     when the cluster came from elsewhere); starts no TensorFlow runtime.
     """
-    kind = strategy_table.kind_of(strategy)
+    kind = strategy_table.as_kind(strategy)
     if not kind.cluster:
         return None
-    task = cluster_sources.task_from_env(strategy=strategy)
+    task = cluster_sources.task_from_env(strategy=kind.name)
     if kind.collectives and "ps" in task.cluster:
         raise UsageError(
-            f"TF_CONFIG must have no 'ps' tasks under strategy {strategy!r} (its workers "
+            f"TF_CONFIG must have no 'ps' tasks under strategy {kind.name!r} (its workers "
             "keep the variables; parameter servers serve strategy 'parameter_server'). "
             f"Received: ps={task.cluster['ps']!r}")
     return task
@@ -100,15 +103,15 @@ def resolve(strategy, task=None, *, num_replicas=None, **run_config_kwargs):
     """Builds the RunConfig for ``strategy`` and returns the run's ``Plan``.
 
     Args:
-      strategy: a name of ``strategy_table.STRATEGIES``.
+      strategy: a ``strategy_table.StrategyKind``, or its name.
       task: this process's cluster task when the caller read it already (``task_of``).
       num_replicas, **run_config_kwargs: as ``make_run_config`` takes them.
 
     Raises:
       UsageError: as ``make_run_config`` raises it.
     """
-    kind = strategy_table.kind_of(strategy)
-    task = task or task_of(strategy)
-    config = make_run_config(strategy, num_replicas=num_replicas, tf_config=task,
+    kind = strategy_table.as_kind(strategy)
+    task = task or task_of(kind)
+    config = make_run_config(kind, num_replicas=num_replicas, tf_config=task,
                              **run_config_kwargs)
     return Plan(kind=kind, config=config, replicas=_replicas(kind, config, task), task=task)

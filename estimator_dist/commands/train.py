@@ -186,17 +186,28 @@ def settings_from_args(args):
     return _settings_and_record(args)[0]
 
 
+def _print_metrics(metrics, step):
+    """The summary's eval metrics line (none without metrics)."""
+    shown = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                      for k, v in sorted(metrics.items()))
+    if shown:
+        print(f"metrics    {shown}" + (f"  (step {step})" if step is not None else ""))
+
+
+def _print_training(steps, seconds, examples_per_second, steps_per_second):
+    """The summary's training speed line."""
+    print(f"training   {steps} steps in {seconds:.1f} s: {examples_per_second:,.0f} "
+          f"examples/s, {steps_per_second:.1f} steps/s")
+
+
 def _print_summary(result):
-    metrics = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                        for k, v in sorted(result.metrics.items()) if k != "global_step")
-    step = result.metrics.get("global_step")
-    if metrics:
-        print(f"metrics    {metrics}" + (f"  (step {step})" if step is not None else ""))
+    """The summary of an Estimator run (``training.Result``)."""
+    _print_metrics({k: v for k, v in result.metrics.items() if k != "global_step"},
+                   result.metrics.get("global_step"))
     done = result.throughput
     if done and done.steps:
-        print(f"training   {done.steps} steps in {done.seconds:.1f} s: "
-              f"{done.examples_per_second:,.0f} examples/s, "
-              f"{done.steps / done.seconds:.1f} steps/s")
+        _print_training(done.steps, done.seconds, done.examples_per_second,
+                        done.steps / done.seconds)
     elif result.task_type != "evaluator":
         print(f"training   none: the model dir is already at max_steps {result.max_steps} "
               "(raise --max-steps to train further)")
@@ -206,10 +217,20 @@ def _print_summary(result):
     print(f"wall time  {result.seconds:.1f} s")
 
 
+def _print_engine_summary(result, settings):
+    """The summary of a TF2 engine's run (``engines.EngineResult``), in the lines of the
+    Estimator's: its speed leaves out the first step, which traces the function."""
+    print(f"engine     {result.engine}: {settings.model} under {settings.strategy}, "
+          f"{result.replicas} replica(s), global batch {result.batch_size}")
+    _print_metrics({k: float(v) for k, v in result.metrics.items()}, result.steps)
+    _print_training(result.steps, result.seconds, result.examples_per_second,
+                    (result.steps - 1) / result.seconds)
+
+
 def _saved_words(settings):
     """For the stop deadline's line (``stop_deadline.Deadline.saved``): a task of a cluster
     other than the chief writes no checkpoints; any other names the model dir's newest."""
-    if strategy_table.kind_of(settings.strategy).cluster:
+    if settings.kind.cluster:
         try:
             task = cluster_sources.task_from_env(strategy=settings.strategy)
         except UsageError:
@@ -234,7 +255,7 @@ def train_command(args, deadline=None):
 
     logs.tensorflow_python_logging(settings.verbose)
     if args.engine != "estimator":
-        engines.print_result(engines.run(settings, args.engine), settings)
+        _print_engine_summary(engines.run(settings, args.engine), settings)
         return 0
     # The model dir is fixed before the run, so that the stop deadline's line can name it.
     settings = settings.replace(

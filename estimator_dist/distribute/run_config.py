@@ -11,9 +11,6 @@ from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.run_config_facts import RunFacts
 
 DEFAULT_ITERATIONS_PER_LOOP = 100
-# Arguments of tf.compat.v1.estimator.tpu.RunConfig (and its resolver) that "tpu" takes.
-TPU_RUN_CONFIG_ARGS = ("cluster", "master", "tpu_config", "tpu_zone", "gcp_project",
-                       "iterations_per_loop")
 _LOG = logging.getLogger(__name__)
 # Keys of RunConfig.replace that make_run_config derives from the strategy name.
 _STRATEGY_KEYS = ("train_distribute", "eval_distribute", "experimental_distribute")
@@ -182,6 +179,17 @@ def with_mixed_precision(config, mixed_precision):
     return config
 
 
+def _check_run_config_args(kind, run_config_kwargs):
+    """Refuses the arguments only another strategy takes (its ``run_config_args``)."""
+    for other in strategy_table.STRATEGIES.values():
+        foreign = sorted(set(run_config_kwargs) & set(other.run_config_args)
+                         - set(kind.run_config_args))
+        if foreign:
+            raise UsageError(
+                f"{', '.join(foreign)} apply to strategy {other.name!r} only: drop them from "
+                f"the make_run_config call. Received: strategy={kind.name!r}")
+
+
 def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tpu=None,
                     use_tpu=True, collective_timeout=None, rendezvous_timeout=None,
                     steps_per_run=None, tf_config=None, all_reduce_bytes_per_pack=None,
@@ -196,7 +204,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
         when there is no GPU), "multi_worker" (``MultiWorkerMirroredStrategy`` from
         ``TF_CONFIG``), "parameter_server" (asynchronous training with variables on the
         ``ps`` tasks of ``TF_CONFIG``) or "tpu" (``TPUEstimator`` wiring; build the
-        Estimator with ``estimator_dist.make_estimator``).
+        Estimator with ``estimator_dist.make_estimator``); or the name's
+        ``strategy_table.StrategyKind``, resolved already (as ``plan.resolve`` passes it).
       num_replicas: replicas for "mirrored" (default: every GPU, else 2 CPU devices);
         TPU shards for "tpu".
       model_dir: where checkpoints and events go.
@@ -243,23 +252,19 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
       RuntimeError: "mirrored" on CPU after the TF runtime started with fewer devices, or
         "multi_worker" after it started under TF2 behaviour.
     """
+    kind = strategy_table.as_kind(strategy)
     for key in ("train_distribute", "eval_distribute"):
         if key in run_config_kwargs:
             raise UsageError(
-                f"{key} is set by make_run_config from strategy={strategy!r}; pass the "
+                f"{key} is set by make_run_config from strategy={kind.name!r}; pass the "
                 f"strategy name instead. Received: {key}={run_config_kwargs[key]!r}")
-    kind = strategy_table.kind_of(strategy)
     precision.check_mixed_precision(mixed_precision)
     precision.check_device(mixed_precision, tpu=kind.tpu and use_tpu)
     if not kind.tpu and (tpu is not None or use_tpu is not True):
         raise UsageError(
-            f"tpu and use_tpu apply to strategy 'tpu' only. Received: strategy={strategy!r}")
-    tpu_only = sorted(set(run_config_kwargs) & set(TPU_RUN_CONFIG_ARGS))
-    if not kind.tpu and tpu_only:
-        raise UsageError(
-            f"{', '.join(tpu_only)} apply to strategy 'tpu' only: drop them from the "
-            f"make_run_config call. Received: strategy={strategy!r}")
-    mends.install_for(strategy)
+            f"tpu and use_tpu apply to strategy 'tpu' only. Received: strategy={kind.name!r}")
+    _check_run_config_args(kind, run_config_kwargs)
+    mends.install_for(kind.name)
     if kind.tpu:
         if steps_per_run is not None:
             run_config_kwargs["iterations_per_loop"] = steps_per_run
@@ -275,7 +280,7 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
     if rendezvous_timeout is not None:
         options["rendezvous_timeout"] = check_positive_int("rendezvous_timeout",
                                                            rendezvous_timeout)
-    setup = strategies.build(strategy, num_replicas, tf_config=tf_config, **options)
+    setup = strategies.build(kind, num_replicas, tf_config=tf_config, **options)
     config = cpu_session_config(setup.cpu_devices, run_config_kwargs.pop("session_config", None))
     run_config = StrategyRunConfig(
         model_dir=model_dir, train_distribute=setup.train_distribute,

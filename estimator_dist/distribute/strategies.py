@@ -12,6 +12,7 @@ Two facts about TF 2.15 shape this module:
 * Logical CPU devices exist only if they are configured before the TF runtime starts.
 """
 import dataclasses
+import importlib
 import logging
 
 import tensorflow as tf
@@ -266,29 +267,9 @@ def _parameter_server(num_replicas, options, tf_config):
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
-_STRATEGIES = {
-    "default": _default,
-    "mirrored": _mirrored,
-    "multi_worker": _multi_worker,
-    "parameter_server": _parameter_server,
-}
-
-# Strategies of one replica per process -> how to get more, for the error on num_replicas.
-_ONE_REPLICA = {
-    "default": "",
-    "multi_worker": " (one replica per worker process; add workers to TF_CONFIG instead)",
-    "parameter_server": " (add workers to TF_CONFIG instead)",
-}
-# Options of build() -> the strategies that take them.
-_OPTION_STRATEGIES = {"collective_timeout": ("multi_worker",),
-                      "all_reduce_bytes_per_pack": ("multi_worker",),
-                      "all_reduce_dtype": ("multi_worker",),
-                      "sparse_gradients": ("multi_worker",),
-                      "rendezvous_timeout": ("multi_worker", "parameter_server")}
-
-
-def build(name, num_replicas=None, *, tf_config=None, **options):
-    """Builds the ``StrategySetup`` for strategy ``name``.
+def build(strategy, num_replicas=None, *, tf_config=None, **options):
+    """Builds the ``StrategySetup`` of ``strategy`` (a ``strategy_table.StrategyKind``, or
+    its name) with the builder its kind names.
 
     A cluster strategy builds on ``tf_config``, this task's parsed ``cluster.TFConfig``
     (default: read from the environment, ``cluster_sources.task_from_env``), written to
@@ -296,19 +277,21 @@ def build(name, num_replicas=None, *, tf_config=None, **options):
     tf.distribute strategy here: ``make_run_config`` wires it through TPUEstimator's own
     RunConfig.
     """
-    kind = strategy_table.kind_of(name)
-    if kind.tpu:
-        raise UsageError("strategy 'tpu' runs through TPUEstimator's own RunConfig: build it "
-                         "with estimator_dist.make_run_config('tpu'). Received: strategy='tpu'")
-    builder = _STRATEGIES[name]
+    kind = strategy_table.as_kind(strategy)
+    name = kind.name
+    if kind.builder is None:
+        raise UsageError(f"strategy {name!r} runs through TPUEstimator's own RunConfig: build "
+                         f"it with estimator_dist.make_run_config({name!r}). Received: "
+                         f"strategy={name!r}")
     for option in options:
-        if name not in _OPTION_STRATEGIES[option]:
+        if option not in kind.options:
+            takers = strategy_table.names_where(lambda other, o=option: o in other.options)
             raise UsageError(f"{option} applies to strategy "
-                             f"{' or '.join(map(repr, _OPTION_STRATEGIES[option]))} only. "
+                             f"{' or '.join(map(repr, takers))} only. "
                              f"Received: strategy={name!r}")
-    if name in _ONE_REPLICA and num_replicas not in (None, 1):
+    if kind.one_replica is not None and num_replicas not in (None, 1):
         raise UsageError(f"num_replicas must be 1 or None for strategy '{name}'"
-                         f"{_ONE_REPLICA[name]}. Received: num_replicas={num_replicas!r}")
+                         f"{kind.one_replica}. Received: num_replicas={num_replicas!r}")
     if not kind.cluster:
         if tf_config is not None:
             raise UsageError(f"tf_config applies to strategies "
@@ -321,4 +304,10 @@ def build(name, num_replicas=None, *, tf_config=None, **options):
                          f"resolve_cluster returns one). Received: {type(tf_config).__name__}")
     if kind.cluster:
         cluster_sources.write_tf_config(tf_config)
-    return builder(num_replicas, options, tf_config)
+    return builder_of(kind)(num_replicas, options, tf_config)
+
+
+def builder_of(kind):
+    """The function ``kind.builder`` names (``"module:function"``), imported."""
+    module, _, function = kind.builder.partition(":")
+    return getattr(importlib.import_module(module), function)

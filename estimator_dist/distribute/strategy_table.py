@@ -1,10 +1,13 @@
-"""The strategies by name, and what each one means for a run: the one table.
+"""The strategies by name, and everything each one means for a run: the one table.
 
 Everything that asks "which strategy?" reads a ``StrategyKind`` from here instead of
 comparing names: the command line's choices, the settings check, the run plan
-(``plan.py``), the strategy builders (``strategies.py``) and the TPU wiring
-(``run_config.py``). Imports no TensorFlow, so the command line can list the names
-before TensorFlow starts. A new strategy is one entry here plus its builder.
+(``plan.py``), the strategy builders (``strategies.py``) and ``make_run_config``
+(``run_config.py``). A name is looked up once (``kind_of``) and the kind handed down.
+Imports no TensorFlow, so the command line can list the names before TensorFlow starts:
+builders are named here by their import path and loaded when a strategy is built. A new
+strategy is one ``StrategyKind`` entry here plus its builder (docs/architecture.md,
+"Adding a strategy").
 """
 import dataclasses
 
@@ -17,6 +20,9 @@ class StrategyKind:
 
     Attributes:
       name: the name users pass (``make_run_config(name)``, ``--strategy name``).
+      builder: ``"module:function"``, the function that builds its ``StrategySetup``
+        (``strategies.build`` calls it as ``function(num_replicas, options, tf_config)``);
+        None for "tpu", which ``make_run_config`` wires through TPUEstimator's RunConfig.
       cluster: its tasks and their roles come from ``TF_CONFIG`` (or another cluster
         source, see ``cluster_sources``).
       synchronous: replicas step together on one global batch split evenly among them;
@@ -26,26 +32,53 @@ class StrategyKind:
         (``PeerFailureHook`` ends the run instead of retrying forever).
       tpu: built through ``TPUEstimator`` and its own RunConfig, not a tf.distribute
         strategy; input_fns go through ``tpu_input_fn``.
+      one_replica: None where ``num_replicas`` sets the replicas; else ``num_replicas``
+        must be 1 or None, and this says how to get more replicas (may be empty).
+      options: the keyword options of ``strategies.build`` it takes (``collective_timeout``,
+        ``rendezvous_timeout``, ...).
+      run_config_args: the arguments of ``make_run_config`` only it takes.
     """
 
     name: str
+    builder: str = None
     cluster: bool = False
     synchronous: bool = True
     loops: bool = True
     collectives: bool = False
     tpu: bool = False
+    one_replica: str = None
+    options: tuple = ()
+    run_config_args: tuple = ()
 
+
+_BUILDERS = "estimator_dist.distribute.strategies"
 
 STRATEGIES = {kind.name: kind for kind in (
-    StrategyKind("default"),
-    StrategyKind("mirrored"),
-    StrategyKind("multi_worker", cluster=True, collectives=True),
-    StrategyKind("parameter_server", cluster=True, synchronous=False, loops=False),
-    StrategyKind("tpu", loops=False, tpu=True),
+    StrategyKind("default", builder=f"{_BUILDERS}:_default", one_replica=""),
+    StrategyKind("mirrored", builder=f"{_BUILDERS}:_mirrored"),
+    StrategyKind(
+        "multi_worker", builder=f"{_BUILDERS}:_multi_worker", cluster=True, collectives=True,
+        one_replica=" (one replica per worker process; add workers to TF_CONFIG instead)",
+        options=("collective_timeout", "all_reduce_bytes_per_pack", "all_reduce_dtype",
+                 "sparse_gradients", "rendezvous_timeout")),
+    StrategyKind(
+        "parameter_server", builder=f"{_BUILDERS}:_parameter_server", cluster=True,
+        synchronous=False, loops=False, one_replica=" (add workers to TF_CONFIG instead)",
+        options=("rendezvous_timeout",)),
+    # The arguments of tf.compat.v1.estimator.tpu.RunConfig (and its resolver) it takes.
+    StrategyKind("tpu", loops=False, tpu=True,
+                 run_config_args=("cluster", "master", "tpu_config", "tpu_zone", "gcp_project",
+                                  "iterations_per_loop")),
 )}
 
+
+def names_where(fact):
+    """The names of the kinds for which ``fact(kind)`` holds, in the table's order."""
+    return tuple(name for name, kind in STRATEGIES.items() if fact(kind))
+
+
 NAMES = tuple(STRATEGIES)
-CLUSTER_NAMES = tuple(name for name, kind in STRATEGIES.items() if kind.cluster)
+CLUSTER_NAMES = names_where(lambda kind: kind.cluster)
 
 
 def kind_of(name):
@@ -54,4 +87,11 @@ def kind_of(name):
     Raises:
       UsageError (a ValueError): an unknown name, listing the valid ones.
     """
-    return entry_of(STRATEGIES, "strategy", name, listed=", ".join(map(repr, NAMES)))
+    return entry_of(STRATEGIES, "strategy", name,
+                    listed=", ".join(map(repr, STRATEGIES)))
+
+
+def as_kind(strategy):
+    """``strategy`` as a ``StrategyKind``: a kind as it is, a name looked up (``kind_of``)."""
+    return strategy if isinstance(strategy, StrategyKind) else kind_of(strategy)
+

@@ -11,7 +11,7 @@ params) on the built-in data, with the same global batch, seed, learning rate (A
 and strategy as the Estimator, and print the same eval metrics (``accuracy``, ``loss`` over the eval
 set) and the examples/s of training, so one command compares results and speed. They
 write no model dir: they exist to compare. Strategies: those of ``strategy_table`` that run
-in one process (``default``, ``mirrored``), built by ``strategies.build`` as for the
+in one process (``default``, ``mirrored``), through the run's ``plan.Plan`` as for the
 Estimator.
 """
 import dataclasses
@@ -24,10 +24,9 @@ from estimator_dist.errors import UsageError
 ENGINES = ("estimator", "keras", "loop")
 
 
-def _strategy_names():
-    """The strategies of one process that are tf.distribute strategies (the table's)."""
-    return tuple(name for name, kind in strategy_table.STRATEGIES.items()
-                 if not kind.cluster and not kind.tpu)
+def _one_process(kind):
+    """Whether the engines run under ``kind``: a tf.distribute strategy of one process."""
+    return not kind.cluster and not kind.tpu
 
 
 def add_engine_flag(parser):
@@ -40,8 +39,8 @@ def add_engine_flag(parser):
 
 def check_settings(settings, engine):
     """Refuses the settings the TF2 engines do not express, each by name."""
-    names = _strategy_names()
-    if settings.strategy not in names:
+    if not _one_process(settings.kind):
+        names = strategy_table.names_where(_one_process)
         raise UsageError(f"strategy must be one of {', '.join(names)} with engine "
                          f"{engine!r}. Received: strategy={settings.strategy!r}")
     if settings.train_data:
@@ -65,13 +64,13 @@ def check_settings(settings, engine):
 
 
 def _strategy(settings):
-    """The strategy the Estimator path builds for the run's settings (one process)."""
+    """The strategy of the run's plan, as the Estimator path resolves it (one process)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from estimator_dist.distribute import strategies  # pylint: disable=import-outside-toplevel
+    from estimator_dist import plan as plan_lib  # pylint: disable=import-outside-toplevel
 
-    setup = strategies.build(settings.strategy, settings.num_replicas)
-    return setup.train_distribute or tf.distribute.get_strategy()
+    plan = plan_lib.resolve(settings.kind, num_replicas=settings.num_replicas)
+    return plan.config.train_distribute or tf.distribute.get_strategy()
 
 
 def _keras_engine(model, train, evaluation, *, steps, batch_size, eval_steps):
@@ -164,11 +163,9 @@ def run(settings, engine):
 
     from input_fns import from_arrays  # pylint: disable=import-outside-toplevel
 
-    builtin = models.model_of(settings.model)
-    params = {**builtin.params, **settings.params}
-    batch_size = settings.batch_size or builtin.batch_size
-    steps = settings.max_steps or builtin.max_steps
     strategy = _strategy(settings)
+    builtin, settings = models.model_of(settings.model), settings.with_model_defaults()
+    params, batch_size, steps = settings.params, settings.batch_size, settings.max_steps
     tf.keras.utils.set_random_seed(settings.seed)
     train, evaluation = builtin.train_data(), builtin.eval_data()
     train_fn = from_arrays(train.features, train.labels, batch_size=batch_size,
@@ -186,14 +183,3 @@ def run(settings, engine):
         batch_size=batch_size, eval_steps=len(evaluation.labels) // batch_size)
     return EngineResult(engine, strategy.num_replicas_in_sync, metrics, steps, batch_size,
                         seconds)
-
-
-def print_result(result, settings):
-    """Prints ``result`` in the lines of the Estimator run's summary."""
-    metrics = "  ".join(f"{k} {v:.4f}" for k, v in sorted(result.metrics.items()))
-    print(f"engine     {result.engine}: {settings.model} under {settings.strategy}, "
-          f"{result.replicas} replica(s), global batch {result.batch_size}")
-    print(f"metrics    {metrics}  (step {result.steps})")
-    print(f"training   {result.steps} steps in {result.seconds:.1f} s: "
-          f"{result.examples_per_second:,.0f} examples/s, "
-          f"{(result.steps - 1) / result.seconds:.1f} steps/s")

@@ -5,6 +5,7 @@ default. Every field can live in a JSON or YAML config file; unknown keys are re
 name with the nearest valid key.
 """
 import dataclasses
+import functools
 import math
 
 from estimator_dist import models, precision
@@ -32,10 +33,11 @@ MAXIMA = {
     "steps_per_run": 10_000,
     "seed": 2**31 - 1,
 }
-# Settings that do something only in one mode: name -> (the mode's setting, its value).
+# Settings that do something only in one mode: name -> (the mode's setting, the value it
+# needs, whether the settings are in that mode).
 _MODE_SETTINGS = {
-    "tpu_name": ("strategy", "tpu"),
-    "export_dir": ("export", True),
+    "tpu_name": ("strategy", "tpu", lambda settings: settings.kind.tpu),
+    "export_dir": ("export", True, lambda settings: settings.export),
 }
 
 
@@ -89,12 +91,25 @@ class RunSettings:
                              f"Received: params={self.params!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UsageError(f"seed must be a non-negative int. Received: seed={self.seed!r}")
-        if self.tpu_validate and self.strategy != "tpu":
+        if self.tpu_validate and not self.kind.tpu:
             raise UsageError("tpu_validate applies to strategy 'tpu' only. "
                              f"Received: strategy={self.strategy!r}")
         _check_mode_settings(self)
         _check_bounds(self)
         _check_finite_params(self.params)
+
+    @functools.cached_property
+    def kind(self):
+        """The ``strategy_table.StrategyKind`` of ``strategy``, looked up once per settings."""
+        return strategy_table.kind_of(self.strategy)
+
+    def with_model_defaults(self, **changes):
+        """A copy with ``changes`` applied and the built-in model's own params, batch size
+        and max steps where these settings leave them unset."""
+        model = models.model_of(self.model)
+        return self.replace(**{"params": {**model.params, **self.params},
+                               "batch_size": self.batch_size or model.batch_size,
+                               "max_steps": self.max_steps or model.max_steps, **changes})
 
     def replace(self, **changes):
         """A copy with ``changes`` applied (and checked)."""
@@ -137,9 +152,9 @@ def merge(*layers):
 
 def _check_mode_settings(settings):
     """Refuses a setting that does nothing in the chosen mode, rather than ignoring it."""
-    for name, (mode, wanted) in _MODE_SETTINGS.items():
+    for name, (mode, wanted, in_mode) in _MODE_SETTINGS.items():
         value, chosen = getattr(settings, name), getattr(settings, mode)
-        if value is not None and chosen != wanted:
+        if value is not None and not in_mode(settings):
             raise UsageError(f"{name} applies to {mode}={wanted!r} only. Received: "
                              f"{name}={value!r} with {mode}={chosen!r}")
 

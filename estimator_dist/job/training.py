@@ -97,11 +97,10 @@ def _summary_steps(max_steps):
     return max(1, min(100, max_steps // _SUMMARY_POINTS))
 
 
-def _steps_per_run(settings):
+def _steps_per_run(settings, kind):
     """The flag's value; else, where the loop is supported, ``DEFAULT_STEPS_PER_RUN`` or
     the steps between two progress lines if fewer; else None (TPU: the config's
     ``iterations_per_loop``; asynchronous workers: one step)."""
-    kind = strategy_table.kind_of(settings.strategy)
     if not kind.synchronous and (settings.steps_per_run or 1) > 1:
         raise UsageError(f"steps_per_run must be 1 under strategy {kind.name!r} (its "
                          "workers step asynchronously, one step per run). Received: "
@@ -111,22 +110,23 @@ def _steps_per_run(settings):
     return max(1, min(DEFAULT_STEPS_PER_RUN, settings.max_steps // progress_lib.PLAIN_LINES))
 
 
-def _strategy_plan(settings, task):
-    """The run's ``plan.Plan``: its RunConfig (which sets up CPU replicas, so this comes
-    before any TF op runs), replicas and role."""
+def _strategy_plan(settings, kind, task):
+    """The run's ``plan.Plan`` for ``kind`` (the ``StrategyKind`` of the settings'
+    strategy): its RunConfig (which sets up CPU replicas, so this comes before any TF op
+    runs), replicas and role."""
     kwargs = {"tf_random_seed": settings.seed, "log_step_count_steps": 100,
               "save_summary_steps": _summary_steps(settings.max_steps)}
     if settings.save_checkpoints_steps:
         kwargs["save_checkpoints_steps"] = settings.save_checkpoints_steps
-    if strategy_table.kind_of(settings.strategy).tpu:
+    if kind.tpu:
         kwargs.update(tpu=settings.tpu_name, use_tpu=not settings.tpu_validate)
     if settings.collective_timeout:
         kwargs["collective_timeout"] = settings.collective_timeout
     if settings.rendezvous_timeout:
         kwargs["rendezvous_timeout"] = settings.rendezvous_timeout
-    kwargs["steps_per_run"] = _steps_per_run(settings)
+    kwargs["steps_per_run"] = _steps_per_run(settings, kind)
     kwargs["mixed_precision"] = settings.mixed_precision
-    return plan_lib.resolve(settings.strategy, task, num_replicas=settings.num_replicas,
+    return plan_lib.resolve(kind, task, num_replicas=settings.num_replicas,
                             model_dir=settings.model_dir, **kwargs)
 
 
@@ -247,9 +247,8 @@ def _check_export_dir(settings):
         check_writable_path("export_dir", settings.export_dir, is_dir=True)
 
 
-def _check_no_stray_cluster(settings):
+def _check_no_stray_cluster(settings, kind):
     """A TF_CONFIG makes Estimator treat even a one-process run as a cluster task."""
-    kind = strategy_table.kind_of(settings.strategy)
     if not (kind.cluster or kind.tpu) and os.environ.get("TF_CONFIG"):
         raise UsageError(
             f"TF_CONFIG applies to strategies {', '.join(strategy_table.CLUSTER_NAMES)} only; "
@@ -389,21 +388,18 @@ def _prepare(settings, record, *, check_lock=False):
     ``check_lock``: refuse a model dir that a live run holds (``model_dir_lock``), first,
     as its files may change under the other checks.
     """
-    model = models.MODELS[settings.model]
-    resolved = settings.replace(
-        model_dir=settings.model_dir or default_model_dir(settings.model),
-        params={**model.params, **settings.params},
-        batch_size=settings.batch_size or model.batch_size,
-        max_steps=settings.max_steps or model.max_steps)
+    model, kind = models.MODELS[settings.model], settings.kind
+    resolved = settings.with_model_defaults(
+        model_dir=settings.model_dir or default_model_dir(settings.model))
     if record is None:
         record = run_record.load(resolved.model_dir)
     run_record.check_resume(resolved.model_dir, resolved.to_dict(), record)
-    _check_no_stray_cluster(resolved)
-    task = plan_lib.task_of(resolved.strategy)
+    _check_no_stray_cluster(resolved, kind)
+    task = plan_lib.task_of(kind)
     if check_lock and (task is None or task.is_chief):
         model_dir_lock.check_free(resolved.model_dir)
     resume = _resume_point(resolved, task)  # Reads files only: no TF op runs.
-    strategy = _strategy_plan(resolved, task)
+    strategy = _strategy_plan(resolved, kind, task)
     # The built-in data's width of x stands in for files' (read later): the bulk of a
     # model too large lies in its layers and classes.
     model_size.check(model.name, resolved.params,

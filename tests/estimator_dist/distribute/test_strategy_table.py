@@ -1,6 +1,9 @@
 """The one table of strategies: every name has a builder, and everything reads it."""
 import pytest
+import tensorflow as tf
 
+import estimator_dist
+from estimator_dist import plan
 from estimator_dist.commands import train
 from estimator_dist.job import settings as settings_lib
 from estimator_dist.distribute import strategies, strategy_table
@@ -8,8 +11,9 @@ from estimator_dist.errors import UsageError
 
 
 def test_strategies_each_name_has_a_builder_or_is_tpu():
-    built = {name for name, kind in strategy_table.STRATEGIES.items() if not kind.tpu}
-    assert set(strategies._STRATEGIES) == built  # pylint: disable=protected-access
+    for kind in strategy_table.STRATEGIES.values():
+        assert kind.tpu == (kind.builder is None), kind.name
+        assert kind.tpu or callable(strategies.builder_of(kind)), kind.name
 
 
 def test_cli_choices_are_the_table():
@@ -41,3 +45,44 @@ def test_build_tpu_names_make_run_config():
                                          r"RunConfig: build it with "
                                          r"estimator_dist\.make_run_config\('tpu'\)"):
         strategies.build("tpu")
+
+
+def _one_device(num_replicas, options, tf_config):
+    """The builder of a strategy added by a test: one device, through tf.distribute."""
+    del num_replicas, options, tf_config  # build() checks them against the kind.
+    return strategies.StrategySetup(tf.distribute.OneDeviceStrategy("/cpu:0"),
+                                    cpu_devices=strategies.cpu_device_count())
+
+
+@pytest.fixture(name="added_strategy")
+def _added_strategy(monkeypatch):
+    """A new strategy: one ``StrategyKind`` record naming one builder, nothing else."""
+    kind = strategy_table.StrategyKind("one_device", builder=f"{__name__}:_one_device",
+                                       one_replica="")
+    monkeypatch.setitem(strategy_table.STRATEGIES, kind.name, kind)
+    return kind
+
+
+def test_added_strategy_reaches_make_run_config(added_strategy, model_dir):
+    config = estimator_dist.make_run_config(added_strategy.name, model_dir=model_dir,
+                                            steps_per_run=2)
+    assert isinstance(config.train_distribute, tf.distribute.OneDeviceStrategy)
+    assert config.steps_per_run == 2
+    with pytest.raises(UsageError, match=r"num_replicas must be 1 or None for strategy "
+                                         r"'one_device'\. Received: num_replicas=2"):
+        estimator_dist.make_run_config(added_strategy.name, num_replicas=2)
+
+
+def test_added_strategy_reaches_the_plan(added_strategy, model_dir):
+    resolved = plan.resolve(added_strategy.name, model_dir=model_dir)
+    assert resolved.kind is added_strategy
+    assert (resolved.replicas, resolved.task, resolved.is_chief) == (1, None, True)
+    assert isinstance(resolved.config.train_distribute, tf.distribute.OneDeviceStrategy)
+
+
+def test_kind_handed_down_is_not_looked_up_again(monkeypatch, model_dir):
+    kind = strategy_table.kind_of("mirrored")
+    looked_up = []
+    monkeypatch.setattr(strategy_table, "kind_of", looked_up.append)
+    resolved = plan.resolve(kind, num_replicas=2, model_dir=model_dir)
+    assert (resolved.kind, resolved.replicas, looked_up) == (kind, 2, [])

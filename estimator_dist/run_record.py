@@ -5,8 +5,13 @@ first step, so a resume, ``report`` and ``migrate`` need no repeated flags. A re
 change how the run trains (steps, strategy, replicas, batch size, checkpoints) but not
 what it trains: a different model or model params is refused, naming the difference.
 
+The settings are a dataclass (``job.settings.RunSettings``) whose every field says in its
+metadata (under ``ROLE``) how the record keeps it, one of ``ROLES``; nothing here names a
+setting.
+
 Imports no TensorFlow: the CLI reads the record before TensorFlow is imported.
 """
+import dataclasses
 import datetime
 import importlib.metadata
 import json
@@ -16,14 +21,17 @@ import platform
 from estimator_dist.errors import UsageError
 
 FILENAME = "run.json"
-# Settings that define the model in the checkpoint: a resume must keep them.
-IDENTITY = ("model", "params")
-# Settings that belong to one invocation, not to the run.
-_NOT_RECORDED = ("model_dir", "verbose")
-# Settings a resume takes from the record when not given again. The strategy, replicas
-# and TPU settings describe where a run executes, so they come from the new invocation.
-CARRIED = ("model", "params", "batch_size", "train_data", "eval_data", "max_steps", "seed",
-           "eval_steps", "save_checkpoints_steps", "export", "export_dir")
+# The key of a settings field's metadata that holds its role, and the roles:
+ROLE = "run_record"
+# Defines the model in the checkpoint: a resume must keep it (and takes it from the record).
+IDENTITY = "identity"
+# Describes the run: a resume takes it from the record when not given again.
+CARRIED = "carried"
+# Where the run executes (strategy, replicas, TPU): recorded, but each invocation says it.
+LOCAL = "local"
+# Belongs to one invocation, not to the run.
+NOT_RECORDED = "not recorded"
+ROLES = (IDENTITY, CARRIED, LOCAL, NOT_RECORDED)
 _PACKAGES = ("estimator-dist", "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel",
              "tensorflow-estimator", "tf-keras", "keras", "numpy")
 
@@ -50,32 +58,41 @@ def load(model_dir):
     return record
 
 
-def carried_settings(record):
+def _names(schema, *roles):
+    """The names of the fields of ``schema`` (the settings dataclass, or one of its
+    instances) whose role is one of ``roles``."""
+    return [field.name for field in dataclasses.fields(schema) if field.metadata[ROLE] in roles]
+
+
+def carried_settings(record, schema):
     """The settings a resume takes from ``record`` (as ``load`` returns it; None: none), a
-    mapping for ``config.merge``."""
+    mapping for ``settings.merge``; ``schema``: the settings dataclass."""
     if record is None:
         return {}
-    return {k: v for k, v in record["settings"].items() if k in CARRIED}
+    carried = _names(schema, IDENTITY, CARRIED)
+    return {k: v for k, v in record["settings"].items() if k in carried}
 
 
 def recorded_settings(model_dir):
-    """The settings recorded in ``model_dir`` (a mapping for ``config.merge``), or {}."""
-    return carried_settings(load(model_dir) if model_dir else None)
+    """The settings recorded in ``model_dir`` (a mapping), or {} without a record."""
+    record = load(model_dir) if model_dir else None
+    return {} if record is None else record["settings"]
 
 
-def _differences(recorded, wanted):
-    for key in IDENTITY:
-        before, after = recorded.get(key), wanted.get(key)
-        if key == "params" and isinstance(before, dict) and isinstance(after, dict):
+def _differences(recorded, settings):
+    for key in _names(settings, IDENTITY):
+        before, after = recorded.get(key), getattr(settings, key)
+        if isinstance(before, dict) and isinstance(after, dict):  # Model params, by name.
             for name in sorted(set(before) | set(after)):
                 if before.get(name) != after.get(name):
-                    yield f"params.{name}", before.get(name), after.get(name)
+                    yield f"{key}.{name}", before.get(name), after.get(name)
         elif before != after:
             yield key, before, after
 
 
 def check_resume(model_dir, settings, record):
-    """Refuses to train ``settings`` (a dict) into a model dir holding another model.
+    """Refuses to train ``settings`` (the settings dataclass) into a model dir holding
+    another model.
 
     ``record`` is the model dir's record as ``load`` returned it.
 
@@ -108,8 +125,10 @@ def versions():
 
 
 def make_record(settings, data):
-    """The record of a run: its resolved ``settings`` (a dict), ``data`` spec and versions."""
-    kept = {k: v for k, v in settings.items() if k not in _NOT_RECORDED}
+    """The record of a run: its resolved ``settings`` (the settings dataclass), ``data``
+    spec and versions."""
+    recorded = _names(settings, IDENTITY, CARRIED, LOCAL)
+    kept = {k: v for k, v in dataclasses.asdict(settings).items() if k in recorded}
     return {"settings": kept, "data": data, "versions": versions(),
             "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds")}

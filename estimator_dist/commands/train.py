@@ -177,7 +177,8 @@ def _settings_and_record(args):
     flags = _flag_values(args)
     model_dir = flags.get("model_dir", file_values.get("model_dir"))
     record = run_record.load(model_dir) if isinstance(model_dir, str) and model_dir else None
-    merged = settings_lib.merge(run_record.carried_settings(record), file_values, flags)
+    carried = run_record.carried_settings(record, settings_lib.RunSettings)
+    merged = settings_lib.merge(carried, file_values, flags)
     return settings_lib.RunSettings.from_dict(merged, source=source), record
 
 

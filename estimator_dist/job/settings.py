@@ -1,88 +1,116 @@
-"""The run's settings as one checked, immutable object.
+"""The run's settings as one checked, immutable object, and their one schema.
 
-Precedence: command-line flag -> config file -> the run recorded in the model dir ->
-default. Every field can live in a JSON or YAML config file; unknown keys are refused by
-name with the nearest valid key.
+Each field of ``RunSettings`` declares all there is to know about it (``_setting``): its
+default, the rule its value must follow, its upper bound, and how ``run.json`` keeps it
+(a ``run_record`` role). Precedence: command-line flag -> config file -> the run recorded
+in the model dir -> default. Every field can live in a JSON or YAML config file; unknown
+keys are refused by name with the nearest valid key.
 """
 import dataclasses
 import functools
 import math
 
-from estimator_dist import models, precision
+from estimator_dist import models, precision, run_record
 from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import UsageError, check_positive_int, nearest_hint
 
-_POSITIVE_INTS = ("num_replicas", "max_steps", "batch_size", "save_checkpoints_steps",
-                  "eval_steps", "collective_timeout", "rendezvous_timeout", "steps_per_run")
-_OPTIONAL_STRS = ("model_dir", "tpu_name", "export_dir")
-_BOOLS = ("tpu_validate", "export", "verbose")
 # Upper bounds, each named in its error and in the flag's --help: a global step far past
 # any real run, more replicas than one machine holds, more evaluations than a run can use,
 # a day of waiting, and what TensorFlow and numpy take as a seed.
 MAX_STEPS = 2**31 - 1
 MAX_REPLICAS = 64
 MAX_CHECKPOINTS = 10_000  # max_steps / save_checkpoints_steps: one evaluation each.
-MAXIMA = {
-    "max_steps": MAX_STEPS,
-    "num_replicas": MAX_REPLICAS,
-    "batch_size": 2**20,
-    "save_checkpoints_steps": MAX_STEPS,
-    "eval_steps": MAX_STEPS,
-    "collective_timeout": 86_400,
-    "rendezvous_timeout": 86_400,
-    "steps_per_run": 10_000,
-    "seed": 2**31 - 1,
-}
-# Settings that do something only in one mode: name -> (the mode's setting, the value it
-# needs, whether the settings are in that mode).
-_MODE_SETTINGS = {
-    "tpu_name": ("strategy", "tpu", lambda settings: settings.kind.tpu),
-    "export_dir": ("export", True, lambda settings: settings.export),
-}
+_DAY_SECONDS = 86_400
+
+
+def _check_optional_str(name, value):
+    if value is not None and (not isinstance(value, str) or not value):
+        raise UsageError(f"{name} must be a non-empty string. Received: {name}={value!r}")
+
+
+def _check_bool(name, value):
+    if not isinstance(value, bool):
+        raise UsageError(f"{name} must be true or false. Received: {name}={value!r}")
+
+
+def _check_paths(name, value):
+    if value is None:
+        return
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(p, str) and p for p in value)):
+        raise UsageError(f"{name} must be a non-empty list of file paths or globs. "
+                         f"Received: {name}={value!r}")
+
+
+_POSITIVE_INT = functools.partial(check_positive_int, allow_none=True)
+# The rules a setting's value may follow (besides those __post_init__ spells out), each a
+# check(name, value), run in this order.
+_RULES = (_POSITIVE_INT, _check_optional_str, _check_bool, _check_paths)
+
+
+def _setting(default=None, *, rule=None, at_most=None, record=run_record.LOCAL,
+             default_factory=None, only_if=None):
+    """A ``RunSettings`` field with its schema in the field's metadata.
+
+    ``rule``: one of ``_RULES``; ``at_most``: its upper bound; ``record``: how run.json
+    keeps it (one of ``run_record.ROLES``); ``only_if``: (the mode's setting, the value it
+    needs, whether the settings are in that mode) for a setting that does something only
+    in one mode.
+    """
+    metadata = {"rule": rule, "at_most": at_most, run_record.ROLE: record, "only_if": only_if}
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass(frozen=True)
 class RunSettings:
     """Everything one ``python -m estimator_dist.train`` run needs."""
 
-    model: str = "dense"
-    params: dict = dataclasses.field(default_factory=dict)  # Overrides of the model's params.
-    strategy: str = "default"
-    num_replicas: int = None
-    max_steps: int = None  # None: the model's default.
-    batch_size: int = None  # None: the model's default; always the global batch.
-    train_data: list = None  # CSV/TFRecord paths or globs; None: the built-in data.
-    eval_data: list = None  # None: train_data's files (or the built-in eval data).
-    model_dir: str = None  # None: a new directory under ./runs.
-    save_checkpoints_steps: int = None  # None: at the end and every 10 minutes.
-    seed: int = 42
-    eval_steps: int = None  # None: the whole eval set.
-    tpu_name: str = None
-    tpu_validate: bool = False
-    collective_timeout: int = None
-    rendezvous_timeout: int = None  # None: rendezvous.DEFAULT_TIMEOUT_SECONDS.
-    steps_per_run: int = None  # None: DEFAULT_STEPS_PER_RUN where it applies, else 1.
-    mixed_precision: str = None  # None: float32; "bfloat16" or "float16".
-    export: bool = True
-    export_dir: str = None  # None: MODEL_DIR/export.
-    verbose: bool = False
+    model: str = _setting("dense", record=run_record.IDENTITY)
+    # Overrides of the model's params.
+    params: dict = _setting(default_factory=dict, record=run_record.IDENTITY)
+    strategy: str = _setting("default")
+    num_replicas: int = _setting(rule=_POSITIVE_INT, at_most=MAX_REPLICAS)
+    # None: the model's default.
+    max_steps: int = _setting(rule=_POSITIVE_INT, at_most=MAX_STEPS, record=run_record.CARRIED)
+    # None: the model's default; always the global batch.
+    batch_size: int = _setting(rule=_POSITIVE_INT, at_most=2**20, record=run_record.CARRIED)
+    # CSV/TFRecord paths or globs; None: the built-in data.
+    train_data: list = _setting(rule=_check_paths, record=run_record.CARRIED)
+    # None: train_data's files (or the built-in eval data).
+    eval_data: list = _setting(rule=_check_paths, record=run_record.CARRIED)
+    # None: a new directory under ./runs.
+    model_dir: str = _setting(rule=_check_optional_str, record=run_record.NOT_RECORDED)
+    # None: at the end and every 10 minutes.
+    save_checkpoints_steps: int = _setting(rule=_POSITIVE_INT, at_most=MAX_STEPS,
+                                           record=run_record.CARRIED)
+    seed: int = _setting(42, at_most=2**31 - 1, record=run_record.CARRIED)
+    # None: the whole eval set.
+    eval_steps: int = _setting(rule=_POSITIVE_INT, at_most=MAX_STEPS, record=run_record.CARRIED)
+    tpu_name: str = _setting(rule=_check_optional_str,
+                             only_if=("strategy", "tpu", lambda settings: settings.kind.tpu))
+    tpu_validate: bool = _setting(False, rule=_check_bool)
+    collective_timeout: int = _setting(rule=_POSITIVE_INT, at_most=_DAY_SECONDS)
+    # None: rendezvous.DEFAULT_TIMEOUT_SECONDS.
+    rendezvous_timeout: int = _setting(rule=_POSITIVE_INT, at_most=_DAY_SECONDS)
+    # None: DEFAULT_STEPS_PER_RUN where it applies, else 1.
+    steps_per_run: int = _setting(rule=_POSITIVE_INT, at_most=10_000)
+    mixed_precision: str = _setting()  # None: float32; "bfloat16" or "float16".
+    export: bool = _setting(True, rule=_check_bool, record=run_record.CARRIED)
+    # None: MODEL_DIR/export.
+    export_dir: str = _setting(rule=_check_optional_str, record=run_record.CARRIED,
+                               only_if=("export", True, lambda settings: settings.export))
+    verbose: bool = _setting(False, rule=_check_bool, record=run_record.NOT_RECORDED)
 
     def __post_init__(self):
         models.model_of(self.model)
         _check_choice("strategy", self.strategy, strategy_table.NAMES)
         precision.check_mixed_precision(self.mixed_precision)
-        for name in _POSITIVE_INTS:
-            check_positive_int(name, getattr(self, name), allow_none=True)
-        for name in _OPTIONAL_STRS:
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value):
-                raise UsageError(f"{name} must be a non-empty string. Received: {name}={value!r}")
-        for name in _BOOLS:
-            if not isinstance(getattr(self, name), bool):
-                raise UsageError(f"{name} must be true or false. "
-                                 f"Received: {name}={getattr(self, name)!r}")
-        for name in ("train_data", "eval_data"):
-            _check_paths(name, getattr(self, name))
+        for rule in _RULES:
+            for field in dataclasses.fields(self):
+                if field.metadata["rule"] is rule:
+                    rule(field.name, getattr(self, field.name))
         if self.eval_data and not self.train_data:
             raise UsageError("eval_data needs train_data (the built-in data has its own eval "
                              f"set). Received: eval_data={self.eval_data!r}")
@@ -152,11 +180,14 @@ def merge(*layers):
 
 def _check_mode_settings(settings):
     """Refuses a setting that does nothing in the chosen mode, rather than ignoring it."""
-    for name, (mode, wanted, in_mode) in _MODE_SETTINGS.items():
-        value, chosen = getattr(settings, name), getattr(settings, mode)
-        if value is not None and not in_mode(settings):
-            raise UsageError(f"{name} applies to {mode}={wanted!r} only. Received: "
-                             f"{name}={value!r} with {mode}={chosen!r}")
+    for field in dataclasses.fields(settings):
+        if field.metadata["only_if"] is None or getattr(settings, field.name) is None:
+            continue
+        mode, wanted, in_mode = field.metadata["only_if"]
+        if not in_mode(settings):
+            raise UsageError(f"{field.name} applies to {mode}={wanted!r} only. Received: "
+                             f"{field.name}={getattr(settings, field.name)!r} with "
+                             f"{mode}={getattr(settings, mode)!r}")
 
 
 def _check_at_most(name, value, limit):
@@ -187,15 +218,11 @@ def _check_finite_params(params):
                              f"Received: params.{name}={value!r}")
 
 
-def _check_paths(name, value):
-    if value is None:
-        return
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(p, str) and p for p in value)):
-        raise UsageError(f"{name} must be a non-empty list of file paths or globs. "
-                         f"Received: {name}={value!r}")
-
-
 def _check_choice(name, value, choices):
     if value not in choices:
         raise UsageError(f"{name} must be one of {', '.join(choices)}. Received: {name}={value!r}")
+
+
+# Each numeric setting's upper bound, by name (the flags' --help states them).
+MAXIMA = {field.name: field.metadata["at_most"] for field in dataclasses.fields(RunSettings)
+          if field.metadata["at_most"] is not None}

@@ -393,7 +393,7 @@ def _prepare(settings, record, *, check_lock=False):
         model_dir=settings.model_dir or default_model_dir(settings.model))
     if record is None:
         record = run_record.load(resolved.model_dir)
-    run_record.check_resume(resolved.model_dir, resolved.to_dict(), record)
+    run_record.check_resume(resolved.model_dir, resolved, record)
     _check_no_stray_cluster(resolved, kind)
     task = plan_lib.task_of(kind)
     if check_lock and (task is None or task.is_chief):
@@ -425,8 +425,7 @@ def _record_start(plan):
         raise os_fault("model_dir", error, os.path.join(model_dir, checkpoints.STATE_FILE)) \
             from None
     try:
-        run_record.write(model_dir, run_record.make_record(plan.settings.to_dict(),
-                                                           plan.data.spec))
+        run_record.write(model_dir, run_record.make_record(plan.settings, plan.data.spec))
     except OSError as error:  # A write to a full disk names no file.
         raise os_fault("model_dir", error, run_record.path(model_dir)) from None
 

@@ -340,8 +340,8 @@ def test_migrate_h5_output_exits_2(lstm_run, tmp_path, capsys):
 
 def _with_record(lstm_run, tmp_path, model, params):
     model_dir = _copy_checkpoint_only(lstm_run[0], tmp_path / "edited")
-    record = run_record.make_record({"model": model, "params": params}, {})
-    run_record.write(model_dir, record)
+    # A record edited by hand: it may name what no train run would.
+    run_record.write(model_dir, {"settings": {"model": model, "params": params}, "data": {}})
     return model_dir
 
 

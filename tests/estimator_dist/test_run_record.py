@@ -1,4 +1,5 @@
 """run.json: what a train run records, what a resume takes from it, what it refuses."""
+import dataclasses
 import json
 import os
 
@@ -6,10 +7,11 @@ import pytest
 
 from estimator_dist import run_record
 from estimator_dist.errors import UsageError
+from estimator_dist.job.settings import RunSettings
 
-_SETTINGS = {"model": "dense", "params": {"hidden_units": [8], "learning_rate": 0.01},
-             "batch_size": 32, "max_steps": 100, "strategy": "mirrored", "num_replicas": 2,
-             "seed": 1, "model_dir": "/somewhere", "verbose": True}
+_SETTINGS = RunSettings(model="dense", params={"hidden_units": [8], "learning_rate": 0.01},
+                        batch_size=32, max_steps=100, strategy="mirrored", num_replicas=2,
+                        seed=1, model_dir="/somewhere", verbose=True)
 
 
 @pytest.fixture
@@ -24,8 +26,9 @@ def _check_resume(model_dir, settings):
 
 def test_make_record_keeps_settings_data_and_versions():
     record = run_record.make_record(_SETTINGS, {"train": "built-in"})
-    assert record["settings"]["params"] == _SETTINGS["params"]
+    assert record["settings"]["params"] == _SETTINGS.params
     assert "model_dir" not in record["settings"] and "verbose" not in record["settings"]
+    assert record["settings"]["strategy"] == "mirrored"
     assert record["data"] == {"train": "built-in"}
     assert {"python", "tensorflow-estimator", "numpy"} <= set(record["versions"])
 
@@ -36,31 +39,50 @@ def test_write_leaves_only_the_record(recorded_dir):
         assert json.load(file)["settings"]["model"] == "dense"
 
 
-def test_recorded_settings_carry_what_not_where(recorded_dir):
-    carried = run_record.recorded_settings(recorded_dir)
+def test_carried_settings_carry_what_not_where(recorded_dir):
+    carried = run_record.carried_settings(run_record.load(recorded_dir), RunSettings)
     assert carried["model"] == "dense" and carried["max_steps"] == 100
     assert "strategy" not in carried and "num_replicas" not in carried
+
+
+def test_carried_settings_without_record_are_empty():
+    assert run_record.carried_settings(None, RunSettings) == {}
 
 
 def test_recorded_settings_of_new_dir_are_empty(tmp_path):
     assert run_record.recorded_settings(str(tmp_path / "new")) == {}
 
 
+def test_recorded_settings_are_all_the_record_keeps(recorded_dir):
+    recorded = run_record.recorded_settings(recorded_dir)
+    assert (recorded["model"], recorded["strategy"], recorded["num_replicas"]) == (
+        "dense", "mirrored", 2)
+
+
+def test_every_setting_has_a_record_role():
+    roles = {field.name: field.metadata[run_record.ROLE] for field in dataclasses.fields(
+        RunSettings)}
+    assert set(roles.values()) <= set(run_record.ROLES)
+    assert [name for name, role in roles.items() if role == run_record.IDENTITY] == [
+        "model", "params"]
+
+
 def test_check_resume_same_model_passes(recorded_dir):
-    _check_resume(recorded_dir, dict(_SETTINGS, max_steps=500, strategy="default"))
+    _check_resume(recorded_dir, _SETTINGS.replace(max_steps=500, strategy="default",
+                                                  num_replicas=None))
 
 
 def test_check_resume_other_model_names_it(recorded_dir):
     with pytest.raises(UsageError, match=r"model must match the run recorded in .*run\.json "
                                          r"\('dense'\).*Received: model='lstm'"):
-        _check_resume(recorded_dir, dict(_SETTINGS, model="lstm"))
+        _check_resume(recorded_dir, _SETTINGS.replace(model="lstm", params={}))
 
 
 def test_check_resume_other_params_names_the_param(recorded_dir):
-    params = dict(_SETTINGS["params"], hidden_units=[16])
+    params = dict(_SETTINGS.params, hidden_units=[16])
     with pytest.raises(UsageError, match=r"params\.hidden_units must match .*\(\[8\]\).*"
                                          r"Received: params\.hidden_units=\[16\]"):
-        _check_resume(recorded_dir, dict(_SETTINGS, params=params))
+        _check_resume(recorded_dir, _SETTINGS.replace(params=params))
 
 
 def test_check_resume_checkpoint_without_record_refused(tmp_path):

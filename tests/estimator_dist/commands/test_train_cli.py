@@ -8,6 +8,7 @@ import tensorflow as tf
 from estimator_dist import run_record
 from estimator_dist.commands import train
 from estimator_dist.job import events, training
+from estimator_dist.job.settings import RunSettings
 from estimator_dist.models import MODELS
 from tests.estimator_dist.train_support import keep_tf_logging, run_main  # noqa: F401
 
@@ -41,7 +42,7 @@ def test_resume_reads_the_recorded_run_once(tmp_path, monkeypatch, capsys):
     params = {**MODELS["dense"].params, "hidden_units": [8]}
     tmp_path.joinpath("run").mkdir()
     run_record.write(model_dir, run_record.make_record(
-        {"model": "dense", "params": params, "max_steps": 5}, {"train": "built-in"}))
+        RunSettings(model="dense", params=params, max_steps=5), {"train": "built-in"}))
     reads, load = [], run_record.load
     monkeypatch.setattr(run_record, "load", lambda path: reads.append(path) or load(path))
 
@@ -89,8 +90,8 @@ def test_print_config_shows_merged_settings_without_training(tmp_path, capsys):
 
 
 def test_print_config_takes_the_recorded_run(tmp_path, capsys):
-    settings = {"model": "lstm", "params": {"num_units": 4}, "max_steps": 30,
-                "strategy": "mirrored"}
+    settings = RunSettings(model="lstm", params={"num_units": 4}, max_steps=30,
+                           strategy="mirrored")
     run_record.write(str(tmp_path), run_record.make_record(settings, {}))
     code, out, _ = run_main(["--model-dir", tmp_path, "--print-config"], capsys)
     shown = json.loads(out)

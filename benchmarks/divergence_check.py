@@ -18,6 +18,7 @@ itself (the hook's extra ``Session.run``) and prints the median check against th
 median step of "without": the check's share of step time at the default interval.
 """
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -31,6 +32,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import estimator_dist  # noqa: E402
+from estimator_dist import mends  # noqa: E402
 from estimator_dist.distribute import run_config  # noqa: E402
 from estimator_dist.hooks import divergence  # noqa: E402
 from input_fns import from_arrays  # noqa: E402
@@ -80,7 +82,10 @@ def _strategy(case):
         return _plain_strategy()
     if case == "with":
         return estimator_dist.make_run_config("mirrored", num_replicas=2).train_distribute
-    return divergence.watch(_plain_strategy(), every_n_steps=1)
+    strategy = _plain_strategy()
+    mends.apply("divergence_check", strategy,
+                make_hook=functools.partial(divergence.DivergenceHook, every_n_steps=1))
+    return strategy
 
 
 def seconds_per_step(case, steps, input_fn):

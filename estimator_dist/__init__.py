@@ -25,7 +25,7 @@ _EXPORTS = {
     "make_run_config": "estimator_dist.distribute.run_config",
     "TPURunConfig": "estimator_dist.distribute.run_config",
     "make_estimator": "estimator_dist.estimator",
-    "LoopEstimator": "estimator_dist.mends.steps_per_run",
+    "LoopEstimator": "estimator_dist.estimator",
     "tpu_input_fn": "estimator_dist.estimator",
     "setup_cpu_replicas": "estimator_dist.distribute.strategies",
     "GlobalBatchWarning": "estimator_dist.distribute.input_checks",
@@ -55,12 +55,22 @@ if TYPE_CHECKING:  # The names _EXPORTS loads lazily, spelled out for IDEs and t
     from estimator_dist.distribute.run_config import TPURunConfig, make_run_config
     from estimator_dist.distribute.strategies import setup_cpu_replicas
     from estimator_dist.errors import UsageError
-    from estimator_dist.estimator import make_estimator, tpu_input_fn
+    from estimator_dist.estimator import LoopEstimator, make_estimator, tpu_input_fn
     from estimator_dist.hooks.divergence import ReplicaDivergenceError
     from estimator_dist.hooks.peer_failure import PeerFailureHook, PeerLostError
     from estimator_dist.hooks.preemption import Preempted, PreemptionHook
-    from estimator_dist.mends.steps_per_run import LoopEstimator
 
+
+def _kept_tpu_estimator(*args, **kwargs):
+    """``estimator.kept_tpu_estimator``, imported on first use (a user may build a
+    ``TPUEstimator`` having imported only ``make_run_config``): the package hands it to the
+    mend, which lives below the Estimator builder."""
+    from estimator_dist import estimator  # pylint: disable=import-outside-toplevel
+
+    return estimator.kept_tpu_estimator(*args, **kwargs)
+
+
+_mends.provide("tpu_estimator_kept", build=_kept_tpu_estimator)
 _mends.install_on_import()
 
 

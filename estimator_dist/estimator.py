@@ -1,15 +1,16 @@
-"""Builds the Estimator for a RunConfig: ``tf.estimator.Estimator`` or ``TPUEstimator``."""
+"""Builds the Estimator for a RunConfig: ``tf.estimator.Estimator``, ``LoopEstimator`` or
+``TPUEstimator``; and what a ``TPUEstimator(...)`` constructor given a strategy config
+builds instead (mend ``tpu_estimator_kept``, which ``estimator_dist/__init__.py`` hands
+``kept_tpu_estimator``)."""
 import functools
 import inspect
 
 import tensorflow as tf
 
 from estimator_dist.distribute.input_checks import PerReplicaBatchParams
-from estimator_dist.distribute.run_config import TPURunConfig
+from estimator_dist.distribute.run_config import StrategyRunConfig, TPURunConfig
 from estimator_dist.errors import UsageError, check_positive_int
-from estimator_dist import mends
-from estimator_dist.mends import params_by_mode
-from estimator_dist.mends import steps_per_run as steps_per_run_lib
+from estimator_dist import mends, run_config_facts
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 _MODE = tf.estimator.ModeKeys
@@ -33,7 +34,7 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch
     mode (the eval and predict sizes default to ``batch_size``).
 
     ``steps_per_run`` (default: the config's, see ``make_run_config``; else 1) trains that
-    many steps per ``Session.run`` off TPU (``steps_per_run.LoopEstimator``); on TPU the
+    many steps per ``Session.run`` off TPU (``LoopEstimator``); on TPU the
     config's ``iterations_per_loop`` does that.
 
     A "tpu" config with ``mixed_precision="bfloat16"`` builds ``model_fn`` under
@@ -43,22 +44,22 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch
              _MODE.PREDICT: predict_batch_size or batch_size}
     if not isinstance(config, TPURunConfig):
         model_fn = _estimator_spec_model_fn(model_fn)
-        steps = steps_per_run_lib.steps_per_run_of(config, steps_per_run)
+        steps = steps_per_run_of(config, steps_per_run)
         if batch_size is None:
             by_mode = {}
         else:
             by_mode = _per_replica_params(params, sizes, config)
             params = by_mode[_MODE.TRAIN]
         if steps > 1:
-            estimator = steps_per_run_lib.LoopEstimator(
+            estimator = LoopEstimator(
                 model_fn, config=config, params=params, warm_start_from=warm_start_from,
                 steps_per_run=steps)
         else:
             estimator = tf.estimator.Estimator(model_fn, config=config, params=params,
                                                warm_start_from=warm_start_from)
         if len({p["batch_size"] for p in by_mode.values()}) > 1:
-            mends.require("params_by_mode", "eval_batch_size or predict_batch_size")
-            params_by_mode.apply(estimator, by_mode)
+            mends.apply("params_by_mode", estimator, by_mode=by_mode,
+                        asked="eval_batch_size or predict_batch_size")
         return estimator
     if batch_size is None:
         raise UsageError("batch_size must be given for a TPUEstimator. Received: batch_size=None")
@@ -68,6 +69,67 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch
         model_fn, config=config, params=params, use_tpu=config.use_tpu,
         train_batch_size=batch_size, eval_batch_size=sizes[_MODE.EVAL],
         predict_batch_size=sizes[_MODE.PREDICT], warm_start_from=warm_start_from)
+
+
+def steps_per_run_of(config, steps_per_run=None):
+    """``steps_per_run`` when given, else the one ``config`` carries (else 1); checked."""
+    if steps_per_run is None:
+        steps_per_run = run_config_facts.steps_per_run_of(config)
+    return check_positive_int("steps_per_run", steps_per_run)
+
+
+class LoopEstimator(tf.estimator.Estimator):
+    """A ``tf.estimator.Estimator`` that trains ``steps_per_run`` steps per Session.run.
+
+    Its train graph runs the model_fn ``steps_per_run`` times in one loop, as TPUEstimator
+    does with ``iterations_per_loop`` (mend ``steps_per_run``, which describes the loop).
+    Evaluation, prediction and export are those of ``tf.estimator.Estimator``. With
+    ``steps_per_run=1`` training is too. The train input_fn must return a
+    ``tf.data.Dataset`` (a strategy feeds the loop from it).
+
+    Raises:
+      UsageError: ``steps_per_run > 1`` with the mend turned off.
+    """
+
+    def __init__(self, model_fn, model_dir=None, config=None, params=None,
+                 warm_start_from=None, *, steps_per_run=1):
+        check_positive_int("steps_per_run", steps_per_run)
+        super().__init__(model_fn, model_dir=model_dir, config=config, params=params,
+                         warm_start_from=warm_start_from)
+        self._steps_per_run = steps_per_run
+        if steps_per_run > 1:
+            mends.apply("steps_per_run", self, asked=f"steps_per_run={steps_per_run}")
+
+    @property
+    def steps_per_run(self):
+        return self._steps_per_run
+
+
+def kept_tpu_estimator(model_fn=None, model_dir=None, config=None, params=None, use_tpu=True,
+                       train_batch_size=None, eval_batch_size=None, predict_batch_size=None,
+                       *args, warm_start_from=None, embedding_config_spec=None, **kwargs):
+    """What ``TPUEstimator(...)`` builds (mend ``tpu_estimator_kept``): for a
+    ``make_run_config`` config of a tf.distribute strategy, the Estimator ``make_estimator``
+    builds from the same arguments; None for any other config (TensorFlow's constructor).
+
+    ``train_batch_size`` / ``eval_batch_size`` / ``predict_batch_size`` are global, as in
+    TPUEstimator, and ``params["batch_size"]`` is the per-replica batch of each mode (as
+    TPUEstimator gives it per shard).
+    """
+    del use_tpu, args, kwargs  # No TPU under a tf.distribute strategy; TPU-only settings.
+    if not isinstance(config, StrategyRunConfig):
+        return None
+    if embedding_config_spec is not None:
+        raise UsageError(
+            "embedding_config_spec needs a TPU: build the Estimator with "
+            "estimator_dist.make_estimator for this strategy and use embedding columns. "
+            "Received: embedding_config_spec with a non-TPU config")
+    if model_dir is not None:
+        config = config.replace(model_dir=model_dir)
+    return make_estimator(
+        model_fn, config, params, batch_size=train_batch_size,
+        eval_batch_size=eval_batch_size, predict_batch_size=predict_batch_size,
+        warm_start_from=warm_start_from)
 
 
 def _per_replica_params(params, sizes, config):

@@ -46,15 +46,15 @@ class _WatchedInputContext(tf.distribute.InputContext):
 
     @property
     def num_input_pipelines(self):
-        return self._seen(self._num_input_pipelines)
+        return self._seen(super().num_input_pipelines)
 
     @property
     def input_pipeline_id(self):
-        return self._seen(self._input_pipeline_id)
+        return self._seen(super().input_pipeline_id)
 
     @property
     def num_replicas_in_sync(self):
-        return self._seen(self._num_replicas_in_sync)
+        return self._seen(super().num_replicas_in_sync)
 
     def get_per_replica_batch_size(self, global_batch_size):
         self.consulted = True

@@ -5,7 +5,6 @@ import os
 import tensorflow as tf
 
 from estimator_dist import mends, precision
-from estimator_dist.mends import loss_scaling
 from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.run_config_facts import RunFacts
@@ -174,8 +173,7 @@ def with_mixed_precision(config, mixed_precision):
     if mixed_precision is not None:
         precision.with_rewrite(config.session_config, mixed_precision)
     if mixed_precision == "float16":
-        mends.require("loss_scaling", "mixed_precision='float16'")
-        loss_scaling.install()
+        mends.apply("loss_scaling", asked="mixed_precision='float16'")
     return config
 
 

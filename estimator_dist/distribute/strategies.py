@@ -12,6 +12,7 @@ Two facts about TF 2.15 shape this module:
 * Logical CPU devices exist only if they are configured before the TF runtime starts.
 """
 import dataclasses
+import functools
 import importlib
 import logging
 
@@ -61,7 +62,7 @@ class _DivergenceCheckMixin:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        divergence.watch(self)
+        mends.apply("divergence_check", self, make_hook=divergence.DivergenceHook)
 
 
 class _MirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
@@ -197,27 +198,24 @@ def _multi_worker(num_replicas, options, tf_config):
     if sparse not in SPARSE_GRADIENTS:
         raise UsageError(f"sparse_gradients must be one of {list(SPARSE_GRADIENTS)}. "
                          f"Received: sparse_gradients={sparse!r}")
-    # Mend collective_watchdog: no timeout on the collectives (in TF 2.15 each one would
-    # hold a thread for the whole timeout); the watchdog bounds a stalled step instead.
-    watched = "collective_watchdog" not in mends.turned_off()
-    per_collective = {} if watched else {"timeout_seconds": timeout}
 
     def build():
         check_collectives_configurable()
         return _MultiWorkerMirroredStrategy(
             communication_options=tf.distribute.experimental.CommunicationOptions(
-                **per_collective, **packing))
+                timeout_seconds=timeout, **packing))
 
     strategy = rendezvous.form_cluster(build, options.get("rendezvous_timeout"),
                                        tf_config=tf_config)
     if reduction == "bfloat16":
-        mends.require("bfloat16_all_reduce", "all_reduce_dtype='bfloat16'")
-        mends.apply("bfloat16_all_reduce", strategy)
+        mends.apply("bfloat16_all_reduce", strategy, asked="all_reduce_dtype='bfloat16'")
     if sparse != "auto":
-        mends.require("sparse_gradients", f"sparse_gradients={sparse!r}")
-        mends.apply("sparse_gradients", strategy, mode=sparse)
-    if watched:
-        watchdog.watch(strategy, timeout)
+        mends.apply("sparse_gradients", strategy, mode=sparse,
+                    asked=f"sparse_gradients={sparse!r}")
+    # Mend collective_watchdog: no timeout on the collectives (in TF 2.15 each one would
+    # hold a thread for the whole timeout); the watchdog bounds a stalled step instead.
+    mends.apply("collective_watchdog", strategy,
+                make_hook=functools.partial(watchdog.StallWatchdogHook, timeout))
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 

@@ -8,9 +8,10 @@ optimizer whose ``apply_gradients`` assigns the new value per variable
 ``assign`` in the model_fn, updates each copy with its own replica's values. The copies
 drift apart, and the checkpoint keeps only the first replica's.
 
-``watch(strategy)`` makes the strategy add a check to every Estimator training graph it
-builds, so a plain ``tf.estimator.Estimator(model_fn, config=make_run_config(...))``
-needs no hook of its own. When the session starts, after the first step, every
+Mend ``divergence_check``, applied by the "mirrored" and "multi_worker" builders, makes
+the strategy add a ``DivergenceHook`` to every Estimator training graph it builds, so a
+plain ``tf.estimator.Estimator(model_fn, config=make_run_config(...))`` needs no hook of
+its own. When the session starts, after the first step, every
 ``CHECK_EVERY_STEPS`` steps and at the end (across workers: unless the input ended, when
 no collective can run), the check compares the copies of every mirrored variable in one
 extra ``Session.run``: the local replicas value by value, and the workers by a per-variable
@@ -18,12 +19,9 @@ checksum (sum and sum of squares in float64) gathered with one all-reduce. When 
 differ, training stops with ``ReplicaDivergenceError``: one line naming the variable
 and the likely cause. Per-replica (``ON_READ``) variables may differ and are skipped.
 """
-import functools
-
 import numpy as np
 import tensorflow as tf
 
-from estimator_dist import mends
 from estimator_dist.mends import internals
 
 CHECK_EVERY_STEPS = 100
@@ -204,18 +202,3 @@ class DivergenceHook(tf.compat.v1.train.SessionRunHook):
         if excess[worst] > 1.0:
             raise ReplicaDivergenceError(
                 _message(names[worst], spreads[worst], step, place))
-
-
-def watch(strategy, every_n_steps=CHECK_EVERY_STEPS):
-    """Makes ``strategy`` stop Estimator training when its copies of a variable differ.
-
-    The mend ``divergence_check`` (``mends.divergence_check``) makes the strategy append a
-    ``DivergenceHook`` to every Estimator training spec it builds; it is not applied when
-    ``ESTIMATOR_DIST_MENDS_OFF`` turns it off.
-
-    Returns:
-      ``strategy``.
-    """
-    mends.apply("divergence_check", strategy,
-                make_hook=functools.partial(DivergenceHook, every_n_steps=every_n_steps))
-    return strategy

@@ -17,7 +17,6 @@ it answers (``peer_failure.silent_peers``), prints one line naming the peers tha
 process already out of the monitored session (after an error, between train calls) is
 never ended.
 """
-import functools
 import os
 import sys
 import threading
@@ -25,7 +24,6 @@ import time
 
 import tensorflow as tf
 
-from estimator_dist import mends
 from estimator_dist.hooks import peer_failure
 from estimator_dist.mends import internals
 
@@ -130,16 +128,3 @@ class StallWatchdogHook(tf.compat.v1.train.SessionRunHook):
     def end(self, session):
         del session  # Only the time matters.
         _beat()
-
-
-def watch(strategy, timeout):
-    """Makes Estimator training under ``strategy`` end its process after ``timeout``
-    seconds without progress (mend ``collective_watchdog``: the strategy appends a
-    ``StallWatchdogHook`` to every training spec it builds).
-
-    Returns:
-      ``strategy``.
-    """
-    mends.apply("collective_watchdog", strategy,
-                make_hook=functools.partial(StallWatchdogHook, timeout))
-    return strategy

@@ -1,37 +1,15 @@
 """The chief's checkpoint saver for runs that alternate ``train`` and ``evaluate`` calls.
 
 Estimator adds a ``CheckpointSaverHook`` of its own to every ``train`` call that is given
-none, and that hook writes the graph and the meta graph into the events file when its
-session starts (read in ``tensorflow/python/training/basic_session_run_hooks.py``). A run
-that trains and evaluates once per checkpoint interval calls ``train`` again and again,
-so the same graph went into the events file at every interval (the lstm's 1.15 MB graph
-36 times in 60,000 steps: 42 of the file's 45 MB).
-
-The events file gets the graph once without it: the process's writer for a directory
-(``FileWriterCache``) writes the default graph and its meta graph when it is created,
-which happens inside the first ``train`` call. This hook saves checkpoints as
-Estimator's does and leaves the graph out of the events file; ``graph.pbtxt`` and each
-checkpoint's ``.meta`` file are written as before.
+none, and that hook writes the graph into the events file at every call. This one saves
+checkpoints as Estimator's does and, with mend ``saver_graph_events``, leaves the graph
+to the events file's writer, which writes it once per process.
 """
 import tensorflow as tf
 
+from estimator_dist import mends
+
 v1 = tf.compat.v1
-
-
-class _WithoutGraph:
-    """A summary writer that passes on everything but the graph and the meta graph."""
-
-    def __init__(self, writer):
-        self._writer = writer
-
-    def __getattr__(self, name):
-        return getattr(self._writer, name)
-
-    def add_graph(self, *args, **kwargs):
-        del args, kwargs
-
-    def add_meta_graph(self, *args, **kwargs):
-        del args, kwargs
 
 
 class CheckpointSaverHook(v1.train.CheckpointSaverHook):
@@ -46,13 +24,4 @@ class CheckpointSaverHook(v1.train.CheckpointSaverHook):
         super().__init__(config.model_dir, save_secs=config.save_checkpoints_secs,
                          save_steps=config.save_checkpoints_steps, listeners=list(listeners),
                          save_graph_def=config.checkpoint_save_graph_def)
-
-    def begin(self):
-        super().begin()
-        self._summary_writer = _WithoutGraph(self._summary_writer)
-
-    def end(self, session):
-        super().end(session)
-        # Nothing of this call is left in the process's cached writer, to be written into
-        # the model dir later (by another run in the same process, say).
-        self._summary_writer.flush()
+        mends.apply("saver_graph_events", self)

@@ -4,10 +4,13 @@
 In TF 2.15 a collective launched with a timeout holds a thread for the whole timeout,
 even when it finished long before (``SchedNonBlockingClosureAfter`` in
 ``base_collective_executor.cc``, read): two multi-worker CLI workers with a 300 s timeout
-grew about a thousand threads a second each and aborted at about 30 s. With this mend the
-"multi_worker" builder launches its collectives without a timeout, and the strategy
+grew about a thousand threads a second each and aborted at about 30 s. The "multi_worker"
+builder gives ``MultiWorkerMirroredStrategy`` the timeout as TensorFlow takes it
+(``CommunicationOptions(timeout_seconds=...)``); this mend takes it out of the strategy's
+communication options before any collective runs (the strategy's cross-device ops hold
+the same options object, read in ``collective_all_reduce_strategy.py``), and the strategy
 appends a stall watchdog (``hooks.watchdog.StallWatchdogHook``) to every Estimator
-training spec it builds; turned off, the collectives get TensorFlow's timeout again.
+training spec it builds. Turned off, the collectives keep TensorFlow's timeout.
 """
 from estimator_dist.mends import extended
 
@@ -25,6 +28,9 @@ class _StallWatchedExtended:
 
 
 def apply(strategy, make_hook):
-    """Makes ``strategy`` add ``make_hook(cluster, me)`` to every Estimator training spec."""
+    """Makes ``strategy``'s collectives run without a timeout, and ``strategy`` add
+    ``make_hook(cluster, me)`` to every Estimator training spec."""
+    # pylint: disable=protected-access
+    strategy.extended._communication_options.timeout_seconds = None
     extended.add_mixin(strategy, _StallWatchedExtended)
-    strategy.extended._make_stall_hook = make_hook  # pylint: disable=protected-access
+    strategy.extended._make_stall_hook = make_hook

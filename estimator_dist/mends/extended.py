@@ -3,21 +3,22 @@
 The object's class becomes a subclass of a mixin and its own class. A class survives
 the deep copies Estimator and the distribute coordinator make of a strategy (and of a
 RunConfig), where an attribute patched onto the object would not. The mends use it on a
-strategy's ``extended`` object, on a strategy and on a RunConfig.
+strategy's ``extended`` object, on a strategy, on a RunConfig, an Estimator and a hook.
 """
 import tensorflow as tf
 
 _CLASSES = {}
 
 
-def mix_into(target, mixin):
-    """Makes ``target`` an instance of ``(mixin, its class)`` (once)."""
+def mix_into(target, mixin, name=None):
+    """Makes ``target`` an instance of ``(mixin, its class)`` (once), a class named ``name``
+    (default: the mixin's name, then the class's)."""
     base = type(target)
     if issubclass(base, mixin):
         return
     if (mixin, base) not in _CLASSES:
-        _CLASSES[mixin, base] = type(f"{mixin.__name__.strip('_')}{base.__name__}",
-                                     (mixin, base), {})
+        name = name or f"{mixin.__name__.strip('_')}{base.__name__}"
+        _CLASSES[mixin, base] = type(name, (mixin, base), {})
     target.__class__ = _CLASSES[mixin, base]
 
 

@@ -1,15 +1,19 @@
 """The mends, one entry each: what TensorFlow gets wrong, the test that shows it, what the
 mend changes, where it applies, on which TensorFlow releases, and how to turn it off.
 
-A mend is installed explicitly and once: ``install_on_import()`` (called when
-``estimator_dist`` is imported) installs the ones that give TensorFlow 2.16 and later
-``tf.estimator`` back, right away or as soon as TensorFlow is imported; ``install_for(strategy)``
-(called by ``make_run_config``) installs the process-wide ones a strategy needs; ``apply(name,
-target)`` applies a per-strategy or per-Estimator one to its object (the strategy builders,
-``TPURunConfig``); ``require(name, asked)`` records one whose module is the Estimator class
-itself (``LoopEstimator``). Each mend lists the TensorFlow releases it was checked on and
-is installed on those only; a release the package was never checked on is refused there,
-in one line, not discovered mid-run. ``installed()`` lists what this process installed.
+A mend is applied explicitly, once, and one way: ``apply(name, target, **options)``
+installs a process-wide one (its module's ``install(**options)``) or applies a
+per-strategy or per-Estimator one to ``target`` (its module's ``apply(target,
+**options)``); ``asked="..."`` says that the caller needs it, so that a mend turned off
+is refused there rather than left out. ``install_on_import()`` (called when
+``estimator_dist`` is imported) applies the ones that give TensorFlow 2.16 and later
+``tf.estimator`` back, right away or as soon as TensorFlow is imported; ``install_for(
+strategy)`` (called by ``make_run_config``) applies the process-wide ones a strategy needs.
+A process-wide mend that needs code of a layer above the mends is given it by
+``provide(name, **needs)`` (``estimator_dist/__init__.py`` does it), never by an import
+that runs up. Each mend lists the TensorFlow releases it was checked on and is installed
+on those only; a release the package was never checked on is refused there, in one
+line, not discovered mid-run. ``installed()`` lists what this process installed.
 
 Turn mends off with ``ESTIMATOR_DIST_MENDS_OFF=name,name`` (or ``all``) in the
 environment: a mend turned off is neither installed nor applied, and TensorFlow's own
@@ -239,8 +243,9 @@ MENDS = {mend.name: mend for mend in (
                "(experimental_run_steps_on_iterator) serves TPU strategies only",
         test="tests/estimator_dist/mends/test_steps_per_run.py::"
              "test_tf_estimator_runs_one_step_per_session_run_off_tpu",
-        changes="LoopEstimator overrides Estimator's private train path (4 methods) and "
-                "passes its override check; only for steps_per_run > 1",
+        changes="a LoopEstimator's private train path (3 methods of Estimator), replaced on "
+                "the instance once Estimator's constructor has checked its members; only for "
+                "steps_per_run > 1",
         scope="estimator",
         strategies=("default", "mirrored", "multi_worker"),
     ),
@@ -277,7 +282,8 @@ MENDS = {mend.name: mend for mend in (
         test="tests/estimator_dist/mends/test_tpu_estimator_kept.py::"
              "test_tpu_estimator_plain_run_config_refused_by_tensorflow",
         changes="TPUEstimator.__new__: given a make_run_config config of a tf.distribute "
-                "strategy, it returns the Estimator make_estimator builds",
+                "strategy, it returns the Estimator make_estimator builds "
+                "(estimator.kept_tpu_estimator, handed to the mend by mends.provide)",
         scope="process",
         strategies=("default", "mirrored", "multi_worker", "parameter_server"),
     ),
@@ -326,9 +332,10 @@ MENDS = {mend.name: mend for mend in (
                "two multi-worker workers grow about 1,000 threads a second and abort",
         test="tests/estimator_dist/hooks/test_watchdog.py::"
              "test_plain_collective_with_timeout_holds_threads",
-        changes="the multi_worker collectives get no timeout; the strategy's extended "
-                "call_for_each_replica appends a StallWatchdogHook that ends a stalled task "
-                "after collective_timeout seconds, naming the peer",
+        changes="the strategy's collectives lose TensorFlow's per-collective timeout (its "
+                "communication options, which its cross-device ops share); the strategy's "
+                "extended call_for_each_replica appends a StallWatchdogHook that ends a "
+                "stalled task after collective_timeout seconds, naming the peer",
         scope="strategy",
         strategies=("multi_worker",),
     ),
@@ -371,10 +378,26 @@ MENDS = {mend.name: mend for mend in (
         scope="strategy",
         strategies=("multi_worker",),
     ),
+    Mend(
+        name="saver_graph_events",
+        module="estimator_dist.mends.saver_graph_events",
+        defect="CheckpointSaverHook writes the graph and its meta graph into the events file "
+               "whenever its session starts: a run that alternates train and evaluate calls "
+               "writes the same graph at every checkpoint interval (the lstm's 1.15 MB graph "
+               "36 times in 60,000 steps)",
+        test="tests/estimator_dist/job/test_checkpoint_saver.py::"
+             "test_tf_saver_writes_the_graph_at_every_train_call",
+        changes="the train command's CheckpointSaverHook (job/checkpoint_saver.py): its "
+                "_summary_writer passes on everything but the graph and the meta graph, and "
+                "is flushed when the hook ends; the process's writer writes the graph once",
+        scope="estimator",
+        strategies=("default", "mirrored", "multi_worker", "parameter_server"),
+    ),
 )}
 
 NAMES = tuple(MENDS)
 _INSTALLED = {}  # name -> scope, in the order installed in this process.
+_NEEDS = {}  # name -> what provide() gave its install().
 
 
 def turned_off(environ=None):
@@ -455,12 +478,6 @@ def _checked(name):
     return mend
 
 
-def _install(mend):
-    _checked(mend.name)
-    importlib.import_module(mend.module).install()
-    _INSTALLED.setdefault(mend.name, mend.scope)
-
-
 def install_for(strategy):
     """Installs the process-wide mends ``strategy`` needs (idempotent).
 
@@ -468,18 +485,15 @@ def install_for(strategy):
       UsageError: TensorFlow of a release the package was not checked on (turn the mends
         off to run).
     """
-    off = turned_off()
     for mend in MENDS.values():
-        if (mend.scope == "process" and strategy in mend.strategies and mend.name not in off
-                and applies(mend)):
-            _install(mend)
+        if mend.scope == "process" and strategy in mend.strategies:
+            apply(mend.name)
 
 
 def _install_import_scope():
-    off = turned_off()
     for mend in MENDS.values():
-        if mend.scope == "import" and mend.name not in off and applies(mend):
-            _install(mend)
+        if mend.scope == "import":
+            apply(mend.name)
 
 
 class AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -519,33 +533,52 @@ def install_on_import():
         sys.meta_path.insert(0, AfterImport("tensorflow", _install_import_scope))
 
 
-def apply(name, target, **options):
-    """Applies per-strategy or per-Estimator mend ``name`` to ``target``.
+def provide(name, **needs):
+    """Gives process-wide mend ``name`` what its ``install`` needs from a layer above the
+    mends (e.g. the Estimator builder), for whenever it is installed."""
+    _NEEDS[name] = needs
+
+
+def _refused_off(name, asked):
+    return UsageError(f"{asked} needs mend {name!r}, which {OFF_VARIABLE} turns off: drop "
+                      f"it from {OFF_VARIABLE} or ask for less. Received: {asked}")
+
+
+def apply(name, target=None, *, asked=None, **options):
+    """Applies mend ``name``: installs it when it is process-wide (scope "import" or
+    "process"), else applies it to ``target`` (a strategy, an Estimator, a config or hook),
+    with ``options``. Idempotent.
+
+    Args:
+      name: the mend.
+      target: what a per-strategy or per-Estimator mend changes.
+      asked: what asked for the mend, e.g. "steps_per_run=4", when the caller cannot do
+        without it: a mend turned off is then refused instead of left out.
+      **options: passed on to the mend's ``install`` or ``apply``.
 
     Returns:
       True when applied; False when ``ESTIMATOR_DIST_MENDS_OFF`` turns it off or the
       TensorFlow in use does not need it.
-    """
-    if name in turned_off() or not applies(MENDS[name]):
-        return False
-    _checked(name)
-    importlib.import_module(MENDS[name].module).apply(target, **options)
-    _INSTALLED.setdefault(name, MENDS[name].scope)
-    return True
-
-
-def require(name, asked):
-    """Records that an Estimator uses mend ``name`` (one whose module is the Estimator class
-    itself, as ``LoopEstimator``); ``asked`` says what asked for it.
 
     Raises:
-      UsageError: the mend is turned off, or checked on other TensorFlow versions.
+      UsageError: a mend ``asked`` for is turned off; TensorFlow of a release the package
+        was not checked on.
     """
+    mend = MENDS[name]
     if name in turned_off():
-        raise UsageError(f"{asked} needs mend {name!r}, which {OFF_VARIABLE} turns off: drop "
-                         f"it from {OFF_VARIABLE} or ask for less. Received: {asked}")
+        if asked is not None:
+            raise _refused_off(name, asked)
+        return False
+    if not applies(mend):
+        return False
     _checked(name)
-    _INSTALLED.setdefault(name, MENDS[name].scope)
+    module = importlib.import_module(mend.module)
+    if mend.scope in ("import", "process"):
+        module.install(**_NEEDS.get(name, {}), **options)
+    else:
+        module.apply(target, **options)
+    _INSTALLED.setdefault(name, mend.scope)
+    return True
 
 
 def installed():

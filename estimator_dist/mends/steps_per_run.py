@@ -1,10 +1,11 @@
-"""Several training steps per ``Session.run``: the off-TPU ``iterations_per_loop``.
+"""Several training steps per ``Session.run`` off TPU (mend ``steps_per_run``): the train
+path of ``estimator_dist.LoopEstimator``, the off-TPU ``iterations_per_loop``.
 
-``LoopEstimator`` is a ``tf.estimator.Estimator`` whose train graph runs the model_fn
-``steps_per_run`` times inside one ``tf.while_loop``, each iteration on the next batch of
-the input and applying the optimizer, as TPUEstimator does with ``iterations_per_loop``.
-Hooks, the progress line and checkpoints see one ``Session.run`` per loop; the global
-step still advances by one per step.
+``apply(estimator)`` gives an Estimator a train graph that runs the model_fn
+``estimator.steps_per_run`` times inside one ``tf.while_loop``, each iteration on the
+next batch of the input and applying the optimizer, as TPUEstimator does with
+``iterations_per_loop``. Hooks, the progress line and checkpoints see one
+``Session.run`` per loop; the global step still advances by one per step.
 
 TF 2.15 already has the pieces, used by Estimator only for TPU strategies (read in
 ``tensorflow_estimator/python/estimator/estimator.py``):
@@ -13,6 +14,10 @@ TF 2.15 already has the pieces, used by Estimator only for TPU strategies (read 
 builds the loop; its trip count is the steps-per-run variable of
 ``get_or_create_steps_per_run_variable``, which a hook sets before each run. Without a
 strategy the loop runs under ``OneDeviceStrategy`` on the first device.
+
+Estimator's private train path (three methods) is replaced on the instance, once its
+constructor has run: that constructor refuses a class that overrides Estimator's members
+(TPUEstimator excepted by name), and deep copies of the Estimator keep the class.
 
 Loop boundaries: each run takes at most ``steps_per_run`` steps and stops at
 ``max_steps`` (never past it) and at every multiple of ``save_checkpoints_steps``, so
@@ -25,21 +30,13 @@ from tensorflow.python.training import basic_session_run_hooks
 from tensorflow_estimator.python.estimator import estimator as estimator_lib
 from tensorflow_estimator.python.estimator import util as estimator_util
 
-from estimator_dist import mends, run_config_facts
-from estimator_dist.errors import check_positive_int
+from estimator_dist.mends import extended
 
 v1 = tf.compat.v1
 ModeKeys = tf.estimator.ModeKeys
 
 _SUMMARIES = "summaries"
 _LOSS = "loss"
-
-
-def steps_per_run_of(config, steps_per_run=None):
-    """``steps_per_run`` when given, else the one ``config`` carries (else 1); checked."""
-    if steps_per_run is None:
-        steps_per_run = run_config_facts.steps_per_run_of(config)
-    return check_positive_int("steps_per_run", steps_per_run)
 
 
 def _loop_device():
@@ -110,62 +107,21 @@ def _take_new_summaries(known):
     return v1.summary.merge(new) if new else None
 
 
-_TRAIN_PATH = ("_convert_train_steps_to_hooks", "_train_model",
-               "_actual_train_model_distributed", "_assert_members_are_not_overridden")
-
-
-class _WithoutTrainPath:
-    """Stands for a LoopEstimator in Estimator's override check, minus the train path."""
-
-    def __init__(self, estimator):
-        members = {k: v for k, v in vars(type(estimator)).items() if k not in _TRAIN_PATH}
-        self.__class__ = type("LoopEstimatorRest", (tf.estimator.Estimator,), members)
-
-
-class LoopEstimator(tf.estimator.Estimator):
-    """A ``tf.estimator.Estimator`` that trains ``steps_per_run`` steps per Session.run.
-
-    Evaluation, prediction and export are those of ``tf.estimator.Estimator``. With
-    ``steps_per_run=1`` training is too. The train input_fn must return a
-    ``tf.data.Dataset`` (a strategy feeds the loop from it).
-    """
-
-    def __init__(self, model_fn, model_dir=None, config=None, params=None,
-                 warm_start_from=None, *, steps_per_run=1):
-        check_positive_int("steps_per_run", steps_per_run)
-        if steps_per_run > 1:
-            mends.require("steps_per_run", f"steps_per_run={steps_per_run}")
-        super().__init__(model_fn, model_dir=model_dir, config=config, params=params,
-                         warm_start_from=warm_start_from)
-        self._steps_per_run = steps_per_run
-
-    def _assert_members_are_not_overridden(self):
-        # Estimator refuses subclasses that override its members, TPUEstimator excepted by
-        # name; this one overrides the train path only, like TPUEstimator.
-        estimator_lib._assert_members_are_not_overridden(
-            tf.estimator.Estimator, _WithoutTrainPath(self))
-
-    @property
-    def steps_per_run(self):
-        return self._steps_per_run
+class _LoopTrainPath:
+    """Estimator's train path, ``self.steps_per_run`` steps per ``Session.run``."""
 
     def _convert_train_steps_to_hooks(self, steps, max_steps):
-        if self._steps_per_run == 1:
-            return super()._convert_train_steps_to_hooks(steps, max_steps)
-        return [StepsPerRunHook(self._steps_per_run, num_steps=steps, last_step=max_steps,
+        return [StepsPerRunHook(self.steps_per_run, num_steps=steps, last_step=max_steps,
                                 checkpoint_steps=self._config.save_checkpoints_steps)]
 
     def _train_model(self, input_fn, hooks, saving_listeners):
-        if self._steps_per_run == 1 or self._train_distribution is not None:
+        if self._train_distribution is not None:
             return super()._train_model(input_fn, hooks, saving_listeners)
         strategy = tf.distribute.OneDeviceStrategy(_loop_device())
         return self._actual_train_model_distributed(strategy, input_fn, hooks,
                                                     saving_listeners)
 
     def _actual_train_model_distributed(self, strategy, input_fn, hooks, saving_listeners):
-        if self._steps_per_run == 1:
-            return super()._actual_train_model_distributed(strategy, input_fn, hooks,
-                                                           saving_listeners)
         worker_hooks = []
         with tf.Graph().as_default() as graph:
             steps_variable = basic_session_run_hooks.get_or_create_steps_per_run_variable()
@@ -213,3 +169,9 @@ class LoopEstimator(tf.estimator.Estimator):
             training_hooks=[first(hook)[0] for hook in grouped.training_hooks],
             training_chief_hooks=[first(hook)[0] for hook in grouped.training_chief_hooks],
             scaffold=estimator_lib._combine_distributed_scaffold(grouped.scaffold, strategy))
+
+
+def apply(estimator):
+    """Makes ``estimator`` (an Estimator with a ``steps_per_run`` property) train that many
+    steps per ``Session.run``; call it once its constructor has run."""
+    extended.mix_into(estimator, _LoopTrainPath, name=type(estimator).__name__)

@@ -203,3 +203,34 @@ def test_plain_collective_with_timeout_holds_threads(python_run, timeout, least,
     growth = int(re.search(r"^GROWTH (-?\d+)$", result.stdout, re.M).group(1))
     assert least is None or growth >= least, growth
     assert most is None or growth <= most, growth
+
+
+_STRATEGY_COLLECTIVES = """
+import tensorflow as tf
+from tensorflow.python.distribute import values as values_lib
+from estimator_dist import mends
+tf.compat.v1.disable_eager_execution()
+strategy = tf.distribute.MultiWorkerMirroredStrategy(
+    communication_options=tf.distribute.experimental.CommunicationOptions(timeout_seconds=30))
+mends.apply("collective_watchdog", strategy, make_hook=None)
+with tf.Graph().as_default() as graph:
+    device = strategy.extended.worker_devices[0]
+    with tf.device(device):
+        value = values_lib.PerReplica((tf.ones([2]),))
+    strategy.extended._cross_device_ops.batch_reduce_implementation(
+        tf.distribute.ReduceOp.SUM, [(value, device)],
+        tf.distribute.experimental.CommunicationOptions())
+print("TIMEOUTS", [op.get_attr("timeout_seconds") for op in graph.get_operations()
+                   if op.type == "CollectiveReduceV2"])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("off,timeouts", [("", "[0.0]"), ("collective_watchdog", "[30.0]")],
+                         ids=["mended", "turned_off"])
+def test_mend_takes_the_timeout_out_of_the_strategys_collectives(python_run, off, timeouts):
+    """The strategy is built with TensorFlow's per-collective timeout; mend
+    collective_watchdog takes it out of the collectives its all-reduce builds."""
+    result = python_run(["-c", _STRATEGY_COLLECTIVES], timeout=120,
+                        env={"ESTIMATOR_DIST_MENDS_OFF": off})
+    assert f"TIMEOUTS {timeouts}\n" in result.stdout, result.stderr[-2000:]

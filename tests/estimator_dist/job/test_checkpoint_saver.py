@@ -3,6 +3,7 @@ import glob
 
 import tensorflow as tf
 
+from estimator_dist import mends
 from estimator_dist.job import checkpoint_saver
 from tests.estimator_dist import tf1_models
 
@@ -34,3 +35,9 @@ def test_tf_saver_writes_the_graph_at_every_train_call(model_dir):
 def test_saver_leaves_the_graph_to_the_writer_and_saves_checkpoints(model_dir):
     assert _train_three_times(model_dir, own_saver=True).endswith("model.ckpt-6")
     assert _graph_events(model_dir) == 1
+
+
+def test_saver_with_its_mend_off_writes_the_graph_as_tensorflow(model_dir, monkeypatch):
+    monkeypatch.setenv(mends.OFF_VARIABLE, "saver_graph_events")
+    assert _train_three_times(model_dir, own_saver=True).endswith("model.ckpt-6")
+    assert _graph_events(model_dir) == 4

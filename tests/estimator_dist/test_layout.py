@@ -94,10 +94,15 @@ def test_entry_point_runs_its_command(name):
     assert entry.main is command.main
 
 
-def test_launcher_imports_nothing_that_starts_threads():
+def _supervisor_modules():
+    return sorted(_module_name(p) for p in (_PACKAGE / "supervisor").glob("*.py"))
+
+
+@pytest.mark.parametrize("module", ["estimator_dist.launch", *_supervisor_modules()])
+def test_launcher_imports_nothing_that_starts_threads(module):
     """The launcher unshares a user namespace, which the kernel refuses to a process that
     runs threads; numpy (and TensorFlow) start threads when imported."""
-    code = ("import sys; import estimator_dist.launch; "
+    code = (f"import sys; import {module}; "
             "print(sorted({'numpy', 'tensorflow'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)

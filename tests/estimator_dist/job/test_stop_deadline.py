@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from estimator_dist.commands import launch
+from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.job import settings as settings_lib, stop_deadline
 from estimator_dist.supervisor import restarts
 from estimator_dist.commands import train as train_lib
@@ -38,7 +38,7 @@ def _start_cluster(tmp_path, strategy, workers, ps, evaluator, running, stand_in
     dense model, and sockets for the ``stand_ins``; returns {(task_type, index): Popen},
     the sockets and the model dir."""
     model_dir = str(tmp_path / "model")
-    spec, _ = cluster.local_cluster(launch.free_ports(workers + ps), workers, num_ps=ps,
+    spec, _ = cluster.local_cluster(free_ports(workers + ps), workers, num_ps=ps,
                                     evaluator=evaluator)
     sockets = [_stand_in(spec, *task) for task in stand_ins]
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}

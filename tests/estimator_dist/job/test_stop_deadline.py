@@ -216,7 +216,7 @@ def _run_signalled(code, signum=signal.SIGTERM, timeout=30):
 
 
 _BLOCKED = ("import signal, time\n"
-            "from estimator_dist.commands import stop_deadline\n"
+            "from estimator_dist.job import stop_deadline\n"
             "signal.signal(signal.SIGTERM, lambda s, f: None)  # A handler that never ends it.\n"
             "with stop_deadline.bounded('prog', bound=2{linger}):\n"
             "    print('ready', flush=True)\n"
@@ -233,7 +233,7 @@ def test_bounded_handler_that_never_ends_process_exits_after_bound():
 
 
 _BLOCKED_SAVING = ("import os, signal, time\n"
-                   "from estimator_dist.commands import stop_deadline\n"
+                   "from estimator_dist.job import stop_deadline\n"
                    "def save(signum, frame):  # The chief's save at the signal.\n"
                    "    with open(os.path.join(MODEL_DIR, 'checkpoint'), 'w') as file:\n"
                    "        file.write('model_checkpoint_path: \"model.ckpt-1200\"\\n')\n"
@@ -289,7 +289,7 @@ def test_train_saved_words_by_role(monkeypatch, tmp_path, task_type, index, chie
 # A task whose SIGTERM handler settles the deadline (as the CLI's last training hook does),
 # saved ``saved_after`` seconds later, and then stays blocked or ends (``then``).
 _SETTLING = ("import signal, time\n"
-             "from estimator_dist.commands import stop_deadline\n"
+             "from estimator_dist.job import stop_deadline\n"
              "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
              "    def stop(signum, frame):\n"
              "        at = time.monotonic() + {saved_after}\n"
@@ -342,7 +342,7 @@ def test_bounded_signal_raised_again_by_handler_ends_quietly():
     """``PreemptionHook`` outside a session hands the signal to the previous handler by
     raising it again: the second write to the wakeup descriptor must not fail."""
     code = ("import signal, sys, time\n"
-            "from estimator_dist.commands import stop_deadline\n"
+            "from estimator_dist.job import stop_deadline\n"
             "def again(signum, frame):\n"
             "    signal.signal(signum, lambda s, f: sys.exit(128 + s))\n"
             "    signal.raise_signal(signum)\n"

@@ -70,7 +70,7 @@ def _worker(model_dir, with_hook, last_step):
 
 def _cluster_run(with_hook, last_step):
     """Steps/s of the chief of one two-worker run."""
-    from estimator_dist.commands.launch import free_ports  # pylint: disable=import-outside-toplevel
+    from estimator_dist.supervisor.tasks import free_ports  # pylint: disable=import-outside-toplevel
 
     ports = free_ports(2)
     workers = [f"127.0.0.1:{port}" for port in ports]

@@ -24,7 +24,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)
 
 from estimator_dist.distribute import cluster  # noqa: E402  (after the path)
-from estimator_dist.commands.launch import free_ports  # noqa: E402
+from estimator_dist.supervisor.tasks import free_ports  # noqa: E402
 
 _TASKS = [("chief", 0), ("worker", 0), ("ps", 0), ("evaluator", 0)]
 _POLL_SECONDS = 0.1

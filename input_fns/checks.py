@@ -15,7 +15,7 @@ import sys
 
 import tensorflow as tf
 
-from input_fns import _files, _records
+from input_fns import _file_lists, _record_reading
 
 DEFAULT_LIMIT = 1000  # Records read per file.
 # The longest float field tf.io.decode_csv reads: 31 characters in TF 2.15 ("... is not a
@@ -120,7 +120,7 @@ def _csv_records(path, label, limit):
 
 def tfrecord_records(path, label, limit):
     """Yields (where, x values, label) of the first ``limit`` records of a TFRecord file."""
-    size, offset = _files.file_sizes([path])[0], 0
+    size, offset = _file_lists.file_sizes([path])[0], 0
     # A plain Python reader: works with and without v2 behavior (eager) enabled.
     records = tf.compat.v1.io.tf_record_iterator(path)
     for index in range(limit + 1):
@@ -134,7 +134,7 @@ def tfrecord_records(path, label, limit):
                          f"a bad record after byte {offset}", where) from None
         if index == limit:
             return
-        offset += len(record) + _records.TFRECORD_FRAMING_BYTES
+        offset += len(record) + _record_reading.TFRECORD_FRAMING_BYTES
         try:
             feature = tf.train.Example.FromString(record).features.feature
         except Exception:  # pylint: disable=broad-except  (protobuf's DecodeError)
@@ -178,8 +178,8 @@ def check_files(file_pattern, file_format=None, *, label="label", num_classes=No
       FileNotFoundError: a pattern matches no file.
       ValueError: the first bad record, naming its file and line or record index.
     """
-    paths = _files.expand(file_pattern)
-    read_records = _READERS[file_format or _files.infer_format(paths)]
+    paths = _file_lists.expand(file_pattern)
+    read_records = _READERS[file_format or _file_lists.infer_format(paths)]
     x_size, count, complete = None, 0, True
     for path in paths:
         read = 0

@@ -3,7 +3,7 @@ import re
 
 import tensorflow as tf
 
-from input_fns import _files, _pipeline, _records
+from input_fns import _file_lists, _pipeline, _record_reading
 
 _DTYPES = {tf.float32: "0", tf.float64: "0", tf.int32: "0", tf.int64: "0", tf.string: ""}
 _NUMBER = {
@@ -70,7 +70,7 @@ def _check_dtypes(names, column_dtypes, label_column):
     return dtypes
 
 
-class _CSVSource(_records.Source):
+class _CSVSource(_record_reading.Source):
 
     def __init__(self, paths, names, dtypes, header, delim):
         self.paths = paths
@@ -85,7 +85,7 @@ class _CSVSource(_records.Source):
         return tf.data.TextLineDataset(path).skip(int(self.header))
 
     def name(self, path, index):
-        return _records.message(path, " line ", index + 1 + int(self.header))
+        return _record_reading.message(path, " line ", index + 1 + int(self.header))
 
     def _decode(self, records):
         required = [tf.constant([], dtype) for dtype in self.dtypes]  # no default value
@@ -101,10 +101,11 @@ class _CSVSource(_records.Source):
 
         def explain():
             first = tf.argmin(tf.cast(ok, tf.int32))
-            return _records.message("bad CSV record at ", names[first], ": ",
-                                    self._reason(records[first]), ". Received: ", records[first])
+            return _record_reading.message("bad CSV record at ", names[first], ": ",
+                                           self._reason(records[first]), ". Received: ",
+                                           records[first])
 
-        with tf.control_dependencies([_records.fail_unless(tf.reduce_all(ok), explain)]):
+        with tf.control_dependencies([_record_reading.fail_unless(tf.reduce_all(ok), explain)]):
             return self._decode(tf.identity(records))
 
     def _reason(self, record):
@@ -155,16 +156,16 @@ def from_csv(file_pattern, *, column_names=None, column_dtypes=None, label_colum
     """
     _pipeline.check_batching(batch_size, num_epochs)
     _pipeline.check_on_error(on_error)
-    paths = _files.expand(file_pattern)
+    paths = _file_lists.expand(file_pattern)
     names = header_columns(paths, column_names, header, field_delim)
     dtypes = _check_dtypes(names, column_dtypes, label_column)
     source = _CSVSource(paths, names, dtypes, header, field_delim)
-    split = _records.split_label(label_column)
+    split = _record_reading.split_label(label_column)
     if pack_features is not None:
         numeric = {n: d != tf.string for n, d in zip(names, dtypes)}
         columns = _pipeline.packed_columns(numeric, label_column)
         split = _packed(split, columns, pack_features)
-    return _records.make_input_fn(
+    return _record_reading.make_input_fn(
         source, split=split, batch_size=batch_size, shuffle=shuffle,
         num_epochs=num_epochs, seed=seed, drop_remainder=drop_remainder, on_error=on_error)
 

@@ -3,11 +3,11 @@
 import numpy as np
 import tensorflow as tf
 
-from input_fns import _files, checks, csv_files
+from input_fns import _file_lists, checks, csv_files
 from input_fns.csv_files import from_csv
 from input_fns.tfrecords import from_tfrecord
 
-FORMATS = _files.FORMATS
+FORMATS = _file_lists.FORMATS
 
 
 def _check_x_shape(x_shape):
@@ -67,8 +67,8 @@ def from_files(file_pattern, file_format=None, *, x_shape, label="label", batch_
       batch_size, shuffle, num_epochs, seed, drop_remainder, on_error: as in
         ``from_tfrecord``.
     """
-    paths = _files.expand(file_pattern)
-    file_format = file_format or _files.infer_format(paths)
+    paths = _file_lists.expand(file_pattern)
+    file_format = file_format or _file_lists.infer_format(paths)
     x_shape = _check_x_shape(x_shape)
     options = dict(batch_size=batch_size, shuffle=shuffle, num_epochs=num_epochs, seed=seed,
                    drop_remainder=drop_remainder, on_error=on_error)

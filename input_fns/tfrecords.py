@@ -5,7 +5,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from input_fns import _files, _pipeline, _records
+from input_fns import _file_lists, _pipeline, _record_reading
 
 _FEATURE_TYPES = (tf.io.FixedLenFeature, tf.io.VarLenFeature, tf.io.FixedLenSequenceFeature)
 
@@ -41,11 +41,11 @@ def _check_spec(feature_spec, label_key):
                          f"Received: label_key={label_key!r}")
 
 
-class _TFRecordSource(_records.Source):
+class _TFRecordSource(_record_reading.Source):
 
     def __init__(self, paths, feature_spec):
         self.paths = paths
-        self.sizes = _files.file_sizes(paths)
+        self.sizes = _file_lists.file_sizes(paths)
         self.sentinel = _sentinel(feature_spec)
         self.feature_spec = feature_spec
 
@@ -53,7 +53,8 @@ class _TFRecordSource(_records.Source):
         return tf.data.TFRecordDataset(path)
 
     def record_size(self, records):
-        return tf.cast(tf.strings.length(records), tf.int64) + _records.TFRECORD_FRAMING_BYTES
+        return (tf.cast(tf.strings.length(records), tf.int64)
+                + _record_reading.TFRECORD_FRAMING_BYTES)
 
     def decode_one(self, record, name):
         return tf.io.parse_single_example(record, self.feature_spec, example_names=name)
@@ -91,10 +92,11 @@ def from_tfrecord(file_pattern, feature_spec, *, label_key=None, batch_size, shu
     _pipeline.check_batching(batch_size, num_epochs)
     _pipeline.check_on_error(on_error)
     _check_spec(feature_spec, label_key)
-    source = _TFRecordSource(_files.expand(file_pattern), dict(feature_spec))
-    return _records.make_input_fn(
-        source, split=_records.split_label(label_key), batch_size=batch_size, shuffle=shuffle,
-        num_epochs=num_epochs, seed=seed, drop_remainder=drop_remainder, on_error=on_error)
+    source = _TFRecordSource(_file_lists.expand(file_pattern), dict(feature_spec))
+    return _record_reading.make_input_fn(
+        source, split=_record_reading.split_label(label_key), batch_size=batch_size,
+        shuffle=shuffle, num_epochs=num_epochs, seed=seed, drop_remainder=drop_remainder,
+        on_error=on_error)
 
 
 def _feature(values):

@@ -252,7 +252,7 @@ def train_command(args, deadline=None):
         return 0
     logs.quiet_tensorflow(settings.verbose)
     from estimator_dist.hooks import preemption  # pylint: disable=import-outside-toplevel
-    from estimator_dist.job import training  # pylint: disable=import-outside-toplevel
+    from estimator_dist.job import preparation, training  # pylint: disable=import-outside-toplevel
 
     logs.tensorflow_python_logging(settings.verbose)
     if args.engine != "estimator":
@@ -260,7 +260,7 @@ def train_command(args, deadline=None):
         return 0
     # The model dir is fixed before the run, so that the stop deadline's line can name it.
     settings = settings.replace(
-        model_dir=settings.model_dir or training.default_model_dir(settings.model))
+        model_dir=settings.model_dir or preparation.default_model_dir(settings.model))
     if deadline is not None:
         deadline.saved = _saved_words(settings)
     try:

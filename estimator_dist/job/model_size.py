@@ -1,7 +1,7 @@
 """A model's size, bounded before its graph is built.
 
 Building a graph allocates no weights, so a model far too large for the machine passes
-``training.check_params`` and fails only when the session initializes its variables (an
+``scratch_graph.check_params`` and fails only when the session initializes its variables (an
 out-of-memory kill, or minutes of swapping); a graph of 100,000 layers takes many minutes
 just to build. Both are refused first, from the params alone: at most ``MAX_LAYERS``
 layers, and a parameter count whose training state fits in physical memory.

@@ -11,6 +11,10 @@ the network).
 
 As root it unshares the network namespace alone; otherwise a user namespace too, in which
 the caller keeps its own uid and gid. It must run before the process starts threads.
+
+``isolate_launch`` decides for a launch: isolated unless ``--allow-network-exposure``; a
+node of a multi-host cluster on real hosts runs in the host's namespace (the nodes must
+reach each other), and says so.
 """
 import ctypes
 import fcntl
@@ -98,3 +102,33 @@ def isolate_network():
             raise _refusal(f"setting up the namespace failed ({error.strerror})") from None
         return
     raise _refusal(f"unshare of a network namespace failed ({failure.strerror})")
+
+
+def isolate_launch(args):
+    """Closes a launch's cluster to the network unless the user allowed exposure, or says
+    where it listens when its nodes are real hosts (which must reach each other).
+
+    ``args``: the launch command's flags (``--allow-network-exposure``, ``--nodes``,
+    ``--node-rank``, ``--hosts``, ``--base-port``, the task counts), validated.
+    """
+    if args.allow_network_exposure:
+        return
+    if not args.nodes:
+        isolate_network()
+        return
+    if not all(is_loopback(host) for host in args.hosts):
+        first = args.base_port + args.node_rank * (args.workers + args.ps)
+        last = first + args.workers + args.ps - 1
+        ports = f"port {first}" if first == last else f"ports {first}-{last}"
+        print(f"launch: node {args.node_rank}'s tasks listen on every interface of this host "
+              f"({ports}) and take unauthenticated connections: keep the nodes on a private "
+              "network or behind a firewall (docs/security.md)", file=sys.stderr, flush=True)
+        return
+    if args.nodes > 1:
+        raise UsageError(
+            f"--hosts on loopback only need {EXPOSURE_FLAG} with --nodes "
+            f"{args.nodes}: every node is this machine, and each launcher's private network "
+            "namespace would hide its tasks from the others (the flag runs them in the "
+            "host's, their ports open on every interface, docs/security.md; one launcher "
+            f"without --nodes needs no flag). Received: --hosts {','.join(args.hosts)}")
+    isolate_network()

@@ -8,8 +8,8 @@ import time
 import pytest
 import tensorflow as tf
 
-from estimator_dist.supervisor import restarts
-from estimator_dist.commands.launch import free_ports
+from estimator_dist import checkpoint_step
+from estimator_dist.supervisor.tasks import free_ports
 from tests.conftest import HANG_MARGIN_SECONDS, WatchedPython, run_workers, worker_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process, pytest.mark.both_ends]
@@ -169,7 +169,7 @@ def _kill_peer_after_step_50(model_dir, tmp_path, *options):
     try:
         # The newest checkpoint, not model.ckpt-50 itself: at hundreds of steps a second
         # that one is deleted (max_to_keep) within a second of its save.
-        while (restarts.checkpoint_step(model_dir) or 0) < 50:
+        while (checkpoint_step.newest_step(model_dir) or 0) < 50:
             assert time.monotonic() < deadline, "training never reached step 50"
             assert all(w.poll() is None for w in workers), "a worker ended before step 50"
             time.sleep(0.5)

@@ -1,4 +1,6 @@
-"""The library apart from the commands: imports run from commands/ down, never up."""
+"""The layout of the code: imports run down the layers (estimator_dist's rooms, model_fns and
+input_fns alone at the bottom), at import and call time, without a cycle; the launcher
+starts no thread at import; docs/architecture.md lists every module."""
 import ast
 import re
 import importlib
@@ -11,9 +13,10 @@ import pytest
 import estimator_dist
 
 _PACKAGE = pathlib.Path(estimator_dist.__file__).parent
-# The three top-level packages; model_fns and input_fns import nothing of estimator_dist.
+# The three top-level packages; model_fns and input_fns import nothing of the others.
 _LIBRARIES = (_PACKAGE, _PACKAGE.parent / "model_fns", _PACKAGE.parent / "input_fns")
 _ENTRY_POINTS = ("train", "launch", "report", "migrate", "doctor")
+_STANDALONE = ("model_fns", "input_fns")
 
 
 def _type_checking_only(tree):
@@ -23,11 +26,32 @@ def _type_checking_only(tree):
             for statement in block.body for node in ast.walk(statement)}
 
 
+def _string_constants(tree):
+    """The module's ``NAME = "text"`` assignments, NAME -> text."""
+    return {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            for target in node.targets if isinstance(target, ast.Name)}
+
+
+def _imported_by_name(node, constants):
+    """The module an ``importlib.import_module(NAME)`` call imports, when NAME is a string or
+    a module-level string constant; else None."""
+    if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module"
+            and node.args):
+        return None
+    name = node.args[0]
+    if isinstance(name, ast.Constant) and isinstance(name.value, str):
+        return name.value
+    return constants.get(name.id) if isinstance(name, ast.Name) else None
+
+
 def _imported(path, modules=()):
-    """The modules ``path`` imports when it runs (at import or call time). ``from P import
-    m`` of a submodule ``P.m`` (one of ``modules``) imports ``P.m``, not what ``P`` holds."""
+    """The modules ``path`` imports when it runs (at import or call time, by ``import`` or
+    by ``importlib.import_module`` of a name it spells out). ``from P import m`` of a
+    submodule ``P.m`` (one of ``modules``) imports ``P.m``, not what ``P`` holds."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     never_run = _type_checking_only(tree)
+    constants = _string_constants(tree)
     for node in ast.walk(tree):
         if id(node) in never_run:
             continue
@@ -38,6 +62,8 @@ def _imported(path, modules=()):
             yield from names
         elif isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
+        elif _imported_by_name(node, constants):
+            yield _imported_by_name(node, constants)
 
 
 def _module_name(path):
@@ -94,10 +120,15 @@ def test_entry_point_runs_its_command(name):
     assert entry.main is command.main
 
 
-def test_launcher_imports_nothing_that_starts_threads():
+def _supervisor_modules():
+    return sorted(_module_name(p) for p in (_PACKAGE / "supervisor").glob("*.py"))
+
+
+@pytest.mark.parametrize("module", ["estimator_dist.launch", *_supervisor_modules()])
+def test_launcher_imports_nothing_that_starts_threads(module):
     """The launcher unshares a user namespace, which the kernel refuses to a process that
     runs threads; numpy (and TensorFlow) start threads when imported."""
-    code = ("import sys; import estimator_dist.launch; "
+    code = (f"import sys; import {module}; "
             "print(sorted({'numpy', 'tensorflow'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
@@ -105,8 +136,11 @@ def test_launcher_imports_nothing_that_starts_threads():
 
 
 # The layers, from the bottom: a module imports from its own layer and those below only
-# (docs/architecture.md, "Layers"). A module in no layer fails the test until placed.
+# (docs/architecture.md, "Layers"); a room of estimator_dist is its first folder or module
+# name, model_fns and input_fns are rooms of their own. A module in no layer fails the test
+# until placed.
 _LAYERS = (
+    _STANDALONE,
     ("errors", "config_files", "run_record", "models", "datasets", "export", "precision",
      "checkpoint_step", "run_config_facts"),
     ("mends",),
@@ -122,23 +156,44 @@ _LAYERS = (
 )
 
 
+def _room(module):
+    package, _, rest = module.partition(".")
+    return rest.split(".")[0] if package == "estimator_dist" else package
+
+
 def _layer(module):
-    room = module.split(".")[1]
-    return next(i for i, names in enumerate(_LAYERS) if room in names)
+    return next(i for i, names in enumerate(_LAYERS) if _room(module) in names)
 
 
 def test_every_module_has_a_layer():
-    unplaced = [m for m in _import_graph() if m != "estimator_dist"
-                and not any(m.split(".")[1] in names for names in _LAYERS)]
+    unplaced = [m for m in _import_graph(_LIBRARIES) if m != "estimator_dist"
+                and not any(_room(m) in names for names in _LAYERS)]
     assert not unplaced
 
 
+# The one import that runs up, at call time: the built-in models' table names each model's
+# Keras builders, imported when first called (the converters import the table).
+_CALL_TIME_UPWARD = {
+    ("estimator_dist.models", "estimator_dist.conversion._keras_models"),
+}
+
+
 def test_imports_run_down_the_layers():
-    graph = _import_graph()
+    graph = _import_graph(_LIBRARIES)
     upward = [f"{module} -> {imported}" for module, imports in sorted(graph.items())
               if module != "estimator_dist" for imported in sorted(imports)
-              if imported != "estimator_dist" and _layer(imported) > _layer(module)]
+              if imported != "estimator_dist" and _layer(imported) > _layer(module)
+              and (module, imported) not in _CALL_TIME_UPWARD]
     assert not upward
+
+
+def test_model_fns_and_input_fns_import_only_themselves():
+    """Either package can be taken alone into another codebase."""
+    graph = _import_graph(_LIBRARIES)
+    found = [f"{module} -> {imported}" for module, imports in sorted(graph.items())
+             if _room(module) in _STANDALONE for imported in sorted(imports)
+             if _room(imported) != _room(module)]
+    assert not found
 
 
 def _documented_modules():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from estimator_dist.commands.launch import free_ports
+from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.mends import sparse_gradients
 from tests.conftest import run_workers
 

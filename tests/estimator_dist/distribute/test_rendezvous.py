@@ -11,7 +11,7 @@ import time
 import pytest
 
 import estimator_dist
-from estimator_dist.commands import launch
+from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.distribute import cluster, rendezvous
 from tests.conftest import REPO_ROOT, run_python
 
@@ -47,7 +47,7 @@ def test_wait_for_peers_own_port_taken_refused():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        config = _config([f"127.0.0.1:{port}", f"127.0.0.1:{launch.free_ports(1)[0]}"])
+        config = _config([f"127.0.0.1:{port}", f"127.0.0.1:{free_ports(1)[0]}"])
         with pytest.raises(ValueError, match=rf"TF_CONFIG must give this task a port free "
                                              rf"on this host.*127\.0\.0\.1:{port}"):
             rendezvous.wait_for_peers(config, timeout=5)
@@ -57,7 +57,7 @@ def test_wait_for_peers_returns_once_peer_answers():
     with socket.socket() as peer:
         peer.bind(("127.0.0.1", 0))
         peer.listen()
-        config = _config([f"127.0.0.1:{launch.free_ports(1)[0]}",
+        config = _config([f"127.0.0.1:{free_ports(1)[0]}",
                           f"127.0.0.1:{peer.getsockname()[1]}"])
         start = time.monotonic()
         rendezvous.wait_for_peers(config, timeout=30)
@@ -70,7 +70,7 @@ def test_form_cluster_again_in_a_process_that_joined_skips_the_wait(monkeypatch)
     with socket.socket() as peer:
         peer.bind(("127.0.0.1", 0))
         peer.listen()
-        config = _config([f"127.0.0.1:{launch.free_ports(1)[0]}",
+        config = _config([f"127.0.0.1:{free_ports(1)[0]}",
                           f"127.0.0.1:{peer.getsockname()[1]}"])
         monkeypatch.setattr(rendezvous, "_JOINED", set())
         assert rendezvous.form_cluster(lambda: "first", 30, tf_config=config,
@@ -81,7 +81,7 @@ def test_form_cluster_again_in_a_process_that_joined_skips_the_wait(monkeypatch)
 
 def test_wait_for_peers_missing_peer_fails_in_time_with_progress(monkeypatch):
     monkeypatch.setattr(rendezvous, "PROGRESS_SECONDS", 1)
-    own, missing = launch.free_ports(2)
+    own, missing = free_ports(2)
     stream = io.StringIO()
     start = time.monotonic()
     with pytest.raises(ValueError, match=rf"could not reach worker 1 at 127\.0\.0\.1:{missing} "
@@ -95,7 +95,7 @@ def test_wait_for_peers_missing_peer_fails_in_time_with_progress(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.multi_process
 def test_train_cli_missing_worker_exits_within_timeout_naming_it(model_dir):
-    own, missing = launch.free_ports(2)
+    own, missing = free_ports(2)
     env = _tf_config_env([f"127.0.0.1:{own}", f"127.0.0.1:{missing}"])
     start = time.monotonic()
     result = run_python([*_TRAIN, "--model-dir", model_dir, "--rendezvous-timeout", "15"],
@@ -116,7 +116,7 @@ def test_train_cli_missing_worker_exits_within_timeout_naming_it(model_dir):
     (["127.0.0.1:{0}", "no-such-host.invalid:{0}"], r"worker 1 must have a resolvable host"),
 ])
 def test_train_cli_unformable_cluster_one_line_at_once(model_dir, addresses, message):
-    port = launch.free_ports(1)[0]
+    port = free_ports(1)[0]
     env = _tf_config_env([a.format(port) for a in addresses])
     result = run_python([*_TRAIN, "--model-dir", model_dir, "--rendezvous-timeout", "600"],
                         env=env, timeout=120)
@@ -128,7 +128,7 @@ def test_train_cli_unformable_cluster_one_line_at_once(model_dir, addresses, mes
 @pytest.mark.slow
 @pytest.mark.multi_process
 def test_train_cli_sigterm_ends_waiting_worker(model_dir):
-    own, missing = launch.free_ports(2)
+    own, missing = free_ports(2)
     env = dict(os.environ, **_tf_config_env([f"127.0.0.1:{own}", f"127.0.0.1:{missing}"]))
     process = subprocess.Popen(
         [sys.executable, *_TRAIN, "--model-dir", model_dir, "--rendezvous-timeout", "600"],
@@ -157,7 +157,7 @@ def test_train_cli_sigterm_ends_waiting_worker(model_dir):
 def test_make_run_config_rendezvous_timeout_in_legacy_graph_mode(tmp_path):
     """Under disable_v2_behavior the strategy starts no server itself; the probe still bounds
     the wait."""
-    own, missing = launch.free_ports(2)
+    own, missing = free_ports(2)
     script = tmp_path / "job.py"
     script.write_text(
         "import tensorflow as tf\n"
@@ -179,7 +179,7 @@ def test_make_run_config_rendezvous_timeout_outside_cluster_strategies_rejected(
 @pytest.mark.slow
 @pytest.mark.multi_process
 def test_train_cli_parameter_server_missing_ps_exits_naming_it(model_dir):
-    chief, ps = launch.free_ports(2)
+    chief, ps = free_ports(2)
     env = {"TF_CONFIG": cluster.TFConfig(
         {"chief": [f"127.0.0.1:{chief}"], "ps": [f"127.0.0.1:{ps}"]}, "chief", 0).to_json()}
     result = run_python(["-m", "estimator_dist.train", "--strategy", "parameter_server",
@@ -194,7 +194,7 @@ def test_train_cli_parameter_server_missing_ps_exits_naming_it(model_dir):
 def test_train_cli_peer_port_held_by_other_program_exits_within_bound(model_dir):
     """A peer address that answers TCP but is not TensorFlow passes the probe; the join
     then blocks inside the runtime, and the watchdog ends the task."""
-    own = launch.free_ports(1)[0]
+    own = free_ports(1)[0]
     with socket.socket() as impostor:
         impostor.bind(("127.0.0.1", 0))
         impostor.listen()

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from estimator_dist.commands.launch import free_ports
+from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.hooks import divergence
 from tests.conftest import run_together, run_workers, selected_values
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from estimator_dist.commands import launch
+from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist import checkpoint_step
 from estimator_dist.distribute import cluster
 from estimator_dist.hooks import ps_watch
@@ -80,7 +80,7 @@ def test_watch_starts_one_thread_however_often_called(monkeypatch):
 
 
 def test_check_while_training_names_a_ps_refused_for_its_bound(monkeypatch, tmp_path):
-    port = launch.free_ports(1)[0]  # Nothing listens there: refused, as a ps that is gone.
+    port = free_ports(1)[0]  # Nothing listens there: refused, as a ps that is gone.
     watch = ps_watch._Watch()  # pylint: disable=protected-access
     watch.ps, watch.me = (("ps 0", "127.0.0.1", str(port)),), "chief 0"
     monkeypatch.setattr(internals, "estimator_training", lambda: (1, str(tmp_path)))
@@ -112,7 +112,7 @@ def _line(role, port):
 
 def _start(tmp_path):
     model_dir = str(tmp_path / "model")
-    spec, _ = cluster.local_cluster(launch.free_ports(3), 2, num_ps=1)
+    spec, _ = cluster.local_cluster(free_ports(3), 2, num_ps=1)
     tasks = {}
     for role in ("ps", "chief", "worker"):
         with open(tmp_path / f"{role}.log", "w") as log:

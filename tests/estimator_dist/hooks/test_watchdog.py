@@ -12,7 +12,7 @@ import time
 import pytest
 
 from estimator_dist import checkpoint_step
-from estimator_dist.commands.launch import free_ports
+from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.hooks import peer_failure, watchdog
 from tests.conftest import REPO_ROOT, worker_env
 

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from estimator_dist.commands import launch
+from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.job import settings as settings_lib, stop_deadline
-from estimator_dist.supervisor import restarts
+from estimator_dist import checkpoint_step
 from estimator_dist.commands import train as train_lib
 from estimator_dist.distribute import cluster
 from tests.conftest import REPO_ROOT
@@ -38,7 +38,7 @@ def _start_cluster(tmp_path, strategy, workers, ps, evaluator, running, stand_in
     dense model, and sockets for the ``stand_ins``; returns {(task_type, index): Popen},
     the sockets and the model dir."""
     model_dir = str(tmp_path / "model")
-    spec, _ = cluster.local_cluster(launch.free_ports(workers + ps), workers, num_ps=ps,
+    spec, _ = cluster.local_cluster(free_ports(workers + ps), workers, num_ps=ps,
                                     evaluator=evaluator)
     sockets = [_stand_in(spec, *task) for task in stand_ins]
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
@@ -116,7 +116,7 @@ def test_sigterm_role_ends_within_bound(tmp_path, case):
     log_path = tmp_path / f"{signalled[0]}{signalled[1]}.log"
     try:
         _wait_ready(ready, tasks[signalled], model_dir, log_path)
-        before = restarts.checkpoint_step(model_dir)
+        before = checkpoint_step.newest_step(model_dir)
         tasks[signalled].send_signal(signal.SIGTERM)
         sent = time.monotonic()
         code = tasks[signalled].wait(timeout=60)
@@ -134,7 +134,7 @@ def test_sigterm_role_ends_within_bound(tmp_path, case):
     assert any(line in text for line in ends), text[-2000:]
     assert "Traceback" not in text, text[-2000:]
     if signalled == ("chief", 0):
-        assert restarts.checkpoint_step(model_dir) > before  # The chief saved its step.
+        assert checkpoint_step.newest_step(model_dir) > before  # The chief saved its step.
 
 
 # Through the launcher, as `timeout` or Kubernetes stops it: SIGTERM to the launcher, which
@@ -180,7 +180,7 @@ def test_launch_multi_worker_sigterm_saves_the_stop_step_and_ends_promptly(tmp_p
     steps = {step for step, _ in stops.values()}
     assert len(steps) == 1, stops  # Both workers stopped after the same step,
     step = steps.pop()
-    assert restarts.checkpoint_step(model_dir) == step  # and the chief saved it.
+    assert checkpoint_step.newest_step(model_dir) == step  # and the chief saved it.
     assert os.path.exists(os.path.join(model_dir, f"model.ckpt-{step}.index"))
     if 0 in stops:
         assert stops[0][1].startswith(f"saved checkpoint {model_dir}/model.ckpt-{step} ")
@@ -216,7 +216,7 @@ def _run_signalled(code, signum=signal.SIGTERM, timeout=30):
 
 
 _BLOCKED = ("import signal, time\n"
-            "from estimator_dist.commands import stop_deadline\n"
+            "from estimator_dist.job import stop_deadline\n"
             "signal.signal(signal.SIGTERM, lambda s, f: None)  # A handler that never ends it.\n"
             "with stop_deadline.bounded('prog', bound=2{linger}):\n"
             "    print('ready', flush=True)\n"
@@ -233,7 +233,7 @@ def test_bounded_handler_that_never_ends_process_exits_after_bound():
 
 
 _BLOCKED_SAVING = ("import os, signal, time\n"
-                   "from estimator_dist.commands import stop_deadline\n"
+                   "from estimator_dist.job import stop_deadline\n"
                    "def save(signum, frame):  # The chief's save at the signal.\n"
                    "    with open(os.path.join(MODEL_DIR, 'checkpoint'), 'w') as file:\n"
                    "        file.write('model_checkpoint_path: \"model.ckpt-1200\"\\n')\n"
@@ -289,7 +289,7 @@ def test_train_saved_words_by_role(monkeypatch, tmp_path, task_type, index, chie
 # A task whose SIGTERM handler settles the deadline (as the CLI's last training hook does),
 # saved ``saved_after`` seconds later, and then stays blocked or ends (``then``).
 _SETTLING = ("import signal, time\n"
-             "from estimator_dist.commands import stop_deadline\n"
+             "from estimator_dist.job import stop_deadline\n"
              "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
              "    def stop(signum, frame):\n"
              "        at = time.monotonic() + {saved_after}\n"
@@ -342,7 +342,7 @@ def test_bounded_signal_raised_again_by_handler_ends_quietly():
     """``PreemptionHook`` outside a session hands the signal to the previous handler by
     raising it again: the second write to the wakeup descriptor must not fail."""
     code = ("import signal, sys, time\n"
-            "from estimator_dist.commands import stop_deadline\n"
+            "from estimator_dist.job import stop_deadline\n"
             "def again(signum, frame):\n"
             "    signal.signal(signum, lambda s, f: sys.exit(128 + s))\n"
             "    signal.raise_signal(signum)\n"

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
-from estimator_dist.commands.launch import free_ports
+from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.mends import steps_per_run
 from tests.estimator_dist import tf1_models
 from tests.conftest import run_workers

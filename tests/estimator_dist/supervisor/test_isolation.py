@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from estimator_dist.commands import launch
+from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.supervisor import isolation
 from tests.conftest import REPO_ROOT
 
@@ -112,7 +113,7 @@ def test_launch_loopback_node_listens_on_host_only_when_exposure_allowed(exposur
     launcher does: its port (a plain socket on every interface, as TensorFlow's server
     listens) is not among the host's listening sockets unless --allow-network-exposure
     puts the task in the host's namespace."""
-    base = launch.free_ports(1)[0]
+    base = free_ports(1)[0]
     flags = ["--nodes", "1", "--node-rank", "0", "--hosts", "127.0.0.1", "--base-port",
              str(base)] + ([isolation.EXPOSURE_FLAG] if exposure else [])
     with _launched_server([], *flags, env={"PLAIN_SOCKET": "1"}) as (port, listen):

@@ -2,8 +2,9 @@
 by a signal (never a restart), an evaluator that fails; a chief, worker or evaluator that
 exits 0 ends nothing. And no task outlives the launcher, even its SIGKILL.
 
-Stand-in tasks (plain Python, no TensorFlow) print ``ready PID`` and sleep; one real
-``parameter_server`` job checks that a ps stopped alone ends the whole job.
+``end_of`` is checked on tasks that exited with a given code; then through the launcher,
+with stand-in tasks (plain Python, no TensorFlow) that print ``ready PID`` and sleep; one
+real ``parameter_server`` job checks that a ps stopped alone ends the whole job.
 """
 import contextlib
 import os
@@ -12,12 +13,53 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
+from estimator_dist.supervisor.task_ends import End, end_of
 from tests.conftest import REPO_ROOT, launched_tasks
 
-pytestmark = pytest.mark.multi_process
+def _task(name, code):
+    """A task whose process exited with ``code`` (None: it runs)."""
+    return types.SimpleNamespace(name=name, task_type=name.split()[0],
+                                 process=types.SimpleNamespace(poll=lambda: code))
+
+
+@pytest.mark.parametrize("running, words", [
+    (["worker 0"], "worker 0 still needs it"),
+    (["chief 0", "worker 0"], "chief 0 and worker 0 still need it"),
+    (["chief 0", "worker 0", "worker 1"], "chief 0, worker 0, and worker 1 still need it")])
+def test_end_of_ps_exiting_0_while_trainers_run_fails_naming_them(running, words):
+    ps = _task("ps 0", 0)
+    trainers = [_task(name, None) for name in running] + [_task("worker 9", 0)]
+    assert end_of(ps, trainers) == End("failed", ps, f"ended with exit code 0 while {words}")
+
+
+def test_end_of_ps_exiting_0_after_the_trainers_ends_nothing():
+    assert end_of(_task("ps 0", 0), [_task("chief 0", 0)]) is None
+
+
+@pytest.mark.parametrize("name", ["chief 0", "worker 1", "evaluator 0"])
+def test_end_of_trainer_or_evaluator_exiting_0_ends_nothing(name):
+    assert end_of(_task(name, 0), [_task("chief 0", None)]) is None
+
+
+def test_end_of_running_task_ends_nothing():
+    assert end_of(_task("worker 0", None), []) is None
+
+
+@pytest.mark.parametrize("code, why", [(143, "exit code 143"), (-15, "exit code -15 (SIGTERM)")])
+def test_end_of_task_stopped_by_sigterm_is_stopped(code, why):
+    task = _task("worker 0", code)
+    assert end_of(task, []) == End("stopped", task, f"was stopped by SIGTERM ({why})",
+                                   signal.SIGTERM)
+
+
+def test_end_of_evaluator_failing_fails_the_run():
+    task = _task("evaluator 0", 3)
+    assert end_of(task, []) == End("failed", task, "failed with exit code 3")
+
 
 # Exits 128 + SIGTERM on SIGTERM, as the train command does. The role named by END_ROLE
 # exits END_CODE at once; the others sleep SLEEP seconds, then print "done".
@@ -84,6 +126,7 @@ def _launch_lines(stderr):
     return [line for line in stderr.splitlines() if line.startswith("launch:")]
 
 
+@pytest.mark.multi_process
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("role", ["ps 0", "chief 0", "worker 0"])
 def test_task_stopped_by_sigterm_ends_job_as_stopped_without_restart(role):
@@ -100,6 +143,7 @@ def test_task_stopped_by_sigterm_ends_job_as_stopped_without_restart(role):
     assert seconds < _ENDED_SECONDS
 
 
+@pytest.mark.multi_process
 @pytest.mark.timeout(90)
 def test_ps_killed_by_sigterm_without_handler_is_stopped():
     script = "import os, time; print('ready', os.getpid(), flush=True); time.sleep(120)"
@@ -112,6 +156,7 @@ def test_ps_killed_by_sigterm_without_handler_is_stopped():
                                      "(SIGTERM)); stopping the other tasks"]
 
 
+@pytest.mark.multi_process
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("code", [0, 1])
 def test_ps_ending_while_trainers_run_fails_job_naming_it(code):
@@ -126,6 +171,7 @@ def test_ps_ending_while_trainers_run_fails_job_naming_it(code):
     assert time.monotonic() - started < _ENDED_SECONDS
 
 
+@pytest.mark.multi_process
 @pytest.mark.timeout(90)
 def test_ps_ending_restarts_cluster_under_max_restarts():
     result = _launch(["--workers", "2", "--ps", "1", "--max-restarts", "1"],
@@ -138,6 +184,7 @@ def test_ps_ending_restarts_cluster_under_max_restarts():
         "after 1 restart; stopping the other tasks"]
 
 
+@pytest.mark.multi_process
 @pytest.mark.timeout(90)
 def test_evaluator_done_first_leaves_trainers_to_finish():
     result = _launch(["--workers", "2", "--evaluator"],
@@ -148,6 +195,7 @@ def test_evaluator_done_first_leaves_trainers_to_finish():
     assert not _launch_lines(result.stderr)
 
 
+@pytest.mark.multi_process
 @pytest.mark.timeout(90)
 def test_evaluator_failing_is_reported_and_fails_job():
     result = _launch(["--workers", "2", "--evaluator"],
@@ -162,6 +210,7 @@ _WITH_CHILD = ("import os, subprocess, time; child = subprocess.Popen(['sleep', 
                "print('ready', os.getpid(), child.pid, flush=True); time.sleep(120)")
 
 
+@pytest.mark.multi_process
 @pytest.mark.timeout(90)
 def test_launcher_killed_leaves_no_task_nor_task_child():
     process = subprocess.Popen(
@@ -191,6 +240,7 @@ def test_launcher_killed_leaves_no_task_nor_task_child():
 
 
 @pytest.mark.slow
+@pytest.mark.multi_process
 @pytest.mark.timeout(400)
 def test_parameter_server_job_ends_when_its_ps_is_stopped(tmp_path):
     """The real job: the ps serves 15 s more while the chief and worker answer (they need

@@ -1,0 +1,190 @@
+"""A launch from start to exit code: the cluster started, watched until a task ends the
+run (``task_ends``), restarted after a failure while ``--max-restarts`` allows
+(``restarts``), stopped, and its end told in one line.
+
+The launcher's SIGTERM and SIGINT go to the tasks running now (``Forwarder``); it exits
+128 + the signal, whatever the tasks exit with, after giving them time to save a
+checkpoint. ``--timeout`` ends a run, or the wait before a restart, with exit code 124.
+"""
+import signal
+import sys
+import time
+
+from estimator_dist import checkpoint_step
+from estimator_dist.supervisor import isolation, reaper, restarts, tasks as tasks_lib
+from estimator_dist.supervisor.task_ends import End, end_of
+
+_POLL_SECONDS = 0.2
+# After a forwarded SIGTERM/SIGINT tasks save a checkpoint before they exit: give them time,
+# and no second signal (which would stop them at once).
+_SIGNALLED_GRACE_SECONDS = 30
+# Once a parameter server has ended, the chief and workers cannot save (the variables lived
+# there) and wait for it inside TensorFlow: waiting longer for them gains nothing.
+_PS_GONE_GRACE_SECONDS = 3
+
+
+class Forwarder:
+    """The launcher's SIGTERM/SIGINT handler: records the signal and forwards it to the
+    tasks running now (to a group started while it arrived, once the group is up)."""
+
+    def __init__(self):
+        self.received = []
+        self.tasks = []  # The group started last.
+        self._forwarded = False
+
+    def __call__(self, signum, frame):
+        del frame  # Unused.
+        self.received.append(signum)
+        self._forward(signum)
+
+    def _forward(self, signum):
+        self._forwarded = True
+        for task in self.tasks:
+            task.signal(signum)
+
+    def watch(self, tasks):
+        """Forwards signals to ``tasks`` from now on, and one that came while they started."""
+        self.tasks, self._forwarded = tasks, False
+        if self.received and not self._forwarded:
+            self._forward(self.received[0])
+
+
+def _watch(tasks, deadline, forwarder):
+    """Waits for the run to end: the launcher got a signal, a task ends the job
+    (``end_of``), every task but the ps tasks exited 0, or the deadline passed."""
+    trainers = [t for t in tasks if t.task_type in ("chief", "worker")]
+    finishing = [t for t in tasks if t.task_type != "ps"]
+    while True:
+        if forwarder.received:
+            return End("signalled", signum=forwarder.received[0])
+        for task in tasks:
+            end = end_of(task, trainers)
+            if end:
+                return end
+        if all(t.process.poll() == 0 for t in finishing):
+            return End("done")
+        if deadline and time.monotonic() > deadline:
+            return End("timeout", why="running")
+        time.sleep(_POLL_SECONDS)
+
+
+def _wait_to_restart(seconds, deadline, forwarder):
+    """Sleeps ``seconds`` unless the launcher gets a signal or the deadline passes first;
+    returns the ``End`` of that, else None."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        if forwarder.received:
+            return End("signalled", signum=forwarder.received[0])
+        if deadline and time.monotonic() > deadline:
+            return End("timeout", why="waiting")
+        time.sleep(min(_POLL_SECONDS, max(0.0, until - time.monotonic())))
+    return None
+
+
+def _supervise(start, command, args, forwarder, watcher):
+    """Runs the cluster ``start()`` starts, again after a failure while ``--max-restarts``
+    allows and the command does not fail at start; returns the last run's ``End`` and
+    the restarts made. ``forwarder.tasks`` is the group started last, for the caller to
+    stop."""
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    model_dir = restarts.model_dir_of(command)
+    backoff = restarts.Backoff()
+    restart = at_start = 0
+    while True:
+        started, step = time.monotonic(), checkpoint_step.newest_step(model_dir)
+        forwarder.watch(start())
+        end = _watch(forwarder.tasks, deadline, forwarder)
+        if end.outcome != "failed":
+            return end, restart
+        ran = time.monotonic() - started
+        failed_at_start = restarts.failed_at_start(
+            ran, step, checkpoint_step.newest_step(model_dir))
+        at_start = at_start + 1 if failed_at_start else 0
+        if restart == args.max_restarts or at_start == restarts.START_FAILURES:
+            return end, restart
+        tasks_lib.stop(forwarder.tasks, watcher, grace=_grace(end))
+        if forwarder.received:  # Stopped while the failed group stopped: no restart.
+            return End("signalled", signum=forwarder.received[0]), restart
+        restart += 1
+        wait = backoff.next_wait(ran)
+        print(restarts.restart_line(end.task.name, end.why, restart, args.max_restarts, wait,
+                                    model_dir), file=sys.stderr, flush=True)
+        waited = _wait_to_restart(wait, deadline, forwarder)
+        if waited:
+            return waited, restart
+
+
+def _grace(end):
+    """How long the tasks left after ``end`` get to stop after SIGTERM."""
+    if end.outcome == "signalled":
+        return _SIGNALLED_GRACE_SECONDS
+    if end.task is not None and end.task.task_type == "ps":
+        return _PS_GONE_GRACE_SECONDS
+    return _SIGNALLED_GRACE_SECONDS if end.outcome == "stopped" else tasks_lib.STOP_GRACE_SECONDS
+
+
+def _report(end, restart, args):
+    """Prints the line of an ``End`` other than done; returns the exit code."""
+    if end.outcome == "signalled":
+        return 128 + end.signum
+    if end.outcome == "timeout":
+        print(f"launch: tasks still running after --timeout {args.timeout} s; stopping them"
+              if end.why == "running" else
+              f"launch: --timeout {args.timeout} s ran out while waiting to restart",
+              file=sys.stderr)
+        return 124
+    if end.outcome == "stopped":
+        print(f"launch: {end.task.name} {end.why}; stopping the other tasks", file=sys.stderr)
+        return 128 + end.signum
+    if end.outcome == "failed":
+        code = end.task.process.returncode
+        after = f" after {restart} restart{'s' if restart > 1 else ''}" if restart else ""
+        if restart < args.max_restarts:  # Restarts left: the command failed at start.
+            after = (f" at start in {restarts.START_FAILURES} runs in a row (each within "
+                     f"{restarts.START_SECONDS} s, no new checkpoint): a command that fails "
+                     "at start is not restarted")
+        print(f"launch: {end.task.name} {end.why}{after}; stopping the other tasks",
+              file=sys.stderr)
+        return code if code > 0 else 1
+    return 0
+
+
+def _starter(command, args, watcher):
+    """The function that starts the tasks once per run: this node's share of a multi-host
+    cluster, or a local cluster on fresh ports."""
+    if args.nodes:
+        def start():
+            return tasks_lib.start_node(command, args, watcher)
+    else:
+        def start():
+            return tasks_lib.start_local(command, args.workers, args.ps, args.evaluator,
+                                         watcher)
+    return start
+
+
+def run(command, args):
+    """Runs ``command`` once per task of the cluster ``args`` (the launch command's flags,
+    validated) describe, until the job ends; returns the launcher's exit code."""
+    # Before the namespace switch: an unprivileged launcher in its own user namespace may
+    # no longer execute the interpreter it was started with.
+    watcher = reaper.Reaper()
+    isolation.isolate_launch(args)
+    start = _starter(command, args, watcher)
+    forwarder = Forwarder()
+    previous = {s: signal.signal(s, forwarder) for s in (signal.SIGINT, signal.SIGTERM)}
+    end = End("failed")  # Until _supervise returns: an error while it starts tasks.
+    try:
+        end, restart = _supervise(start, command, args, forwarder, watcher)
+        return _report(end, restart, args)
+    finally:
+        # Tasks saving a checkpoint after SIGTERM or SIGINT get time, and no second signal
+        # once the launcher has forwarded one.
+        if forwarder.received:
+            end = End("signalled")
+        tasks_lib.stop(forwarder.tasks, watcher,
+                       signum=None if forwarder.received else signal.SIGTERM, grace=_grace(end))
+        watcher.close()
+        for task in forwarder.tasks:
+            task.reader.join(timeout=5)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

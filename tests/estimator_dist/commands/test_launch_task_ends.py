@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO_ROOT, launched_tasks
+from tests.support import REPO_ROOT, launched_tasks
 
 pytestmark = pytest.mark.multi_process
 

@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 _ROOT = pathlib.Path(REPO_ROOT)
 _PIN = re.compile(r'"(?P<name>[\w.\[\]-]+)(?P<spec>[=<>]=?[\w.*,<>=]+)"')

@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 
 def test_ruff_finds_nothing():

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process, pytest.mark.both_ends,
               pytest.mark.timeout(900)]

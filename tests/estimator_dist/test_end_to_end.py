@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from estimator_dist import checkpoint_step
 from estimator_dist.supervisor.tasks import free_ports
-from tests.conftest import HANG_MARGIN_SECONDS, WatchedPython, run_workers, worker_env
+from tests.support import HANG_MARGIN_SECONDS, WatchedPython, run_workers, worker_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process, pytest.mark.both_ends]
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from estimator_dist.job import events
-from tests.conftest import run_together, selected_values
+from tests.support import run_together, selected_values
 from tests.estimator_dist.exact_eval_job import CLUSTER_STEPS, NUM_EXAMPLES
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests import markdown_blocks
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 _PAGE = os.path.join(REPO_ROOT, "docs", "facts.md")
 

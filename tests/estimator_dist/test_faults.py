@@ -26,7 +26,7 @@ from estimator_dist.commands.migrate import main as migrate_main
 from estimator_dist.job.settings import RunSettings
 from estimator_dist.commands.report import main as report_main
 from input_fns import write_tfrecords
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240),

@@ -17,7 +17,7 @@ from estimator_dist.commands import migrate, train
 from estimator_dist.job import events
 from estimator_dist.conversion import checkpoint_mapping
 from tests import markdown_blocks
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 _GUIDE = os.path.join(REPO_ROOT, "docs", "migration.md")
 _TOLERANCE = 1e-5

@@ -11,7 +11,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 import estimator_dist
 from estimator_dist import precision
 from estimator_dist.mends import loss_scaling
-from tests.conftest import run_python, run_pythons
+from tests.support import run_python, run_pythons
 from tests.estimator_dist import precision_job
 
 # Eval losses after the same steps: bfloat16 within 2 % of float32, or within 0.02 where the

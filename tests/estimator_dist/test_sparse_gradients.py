@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.mends import sparse_gradients
-from tests.conftest import run_workers
+from tests.support import run_workers
 
 STEPS = 6
 

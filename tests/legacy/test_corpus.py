@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from estimator_dist import mends
-from tests.conftest import run_pythons
+from tests.support import run_pythons
 from tests.legacy import corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_ends, pytest.mark.timeout(1200)]

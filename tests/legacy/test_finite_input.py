@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.conftest import run_pythons
+from tests.support import run_pythons
 from tests.legacy import corpus
 
 RUNS = int(os.environ.get("ESTIMATOR_DIST_FINITE_INPUT_RUNS", "3"))

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import estimator_dist
 from estimator_dist.distribute import input_checks
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 from tests.legacy import corpus
 
 

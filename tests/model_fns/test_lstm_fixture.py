@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 import model_fns
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 from tests.fixtures import fixture_models
 
 v1 = tf.compat.v1

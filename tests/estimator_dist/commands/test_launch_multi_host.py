@@ -11,7 +11,7 @@ import pytest
 
 from estimator_dist.supervisor import isolation
 from estimator_dist.distribute import cluster
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 _PRINT_TASK = ("import json, os; c = json.loads(os.environ['TF_CONFIG']); "
                "print('TASK', json.dumps(c))")

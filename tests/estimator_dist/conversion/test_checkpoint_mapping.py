@@ -14,7 +14,7 @@ import tensorflow as tf
 from estimator_dist.commands import migrate
 from estimator_dist.conversion import checkpoint_mapping
 from estimator_dist.errors import UsageError
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 from tests.fixtures import fixture_models
 
 _FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")

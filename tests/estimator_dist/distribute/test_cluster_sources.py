@@ -10,7 +10,7 @@ from tensorflow.python.distribute import multi_worker_util
 
 import estimator_dist
 from estimator_dist.distribute import cluster, cluster_sources
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 
 def _tfjob_tf_config(cluster_spec, task_type, index):

@@ -13,7 +13,7 @@ import pytest
 import estimator_dist
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.distribute import cluster, rendezvous
-from tests.conftest import REPO_ROOT, run_python
+from tests.support import REPO_ROOT, run_python
 
 _TRAIN = ["-m", "estimator_dist.train", "--strategy", "multi_worker", "--no-export"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.hooks import divergence
-from tests.conftest import run_together, run_workers, selected_values
+from tests.support import run_together, run_workers, selected_values
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from estimator_dist.job.stop_deadline import WRITES_NO_CHECKPOINTS
 from estimator_dist.hooks.preemption import PreemptionHook
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 
 _SAVE_SECONDS = 30  # A signalled run must have saved and exited within this.

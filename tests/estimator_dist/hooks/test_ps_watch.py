@@ -16,7 +16,7 @@ from estimator_dist import checkpoint_step
 from estimator_dist.distribute import cluster
 from estimator_dist.hooks import ps_watch
 from estimator_dist.mends import internals
-from tests.conftest import REPO_ROOT, cluster_env
+from tests.support import REPO_ROOT, cluster_env
 
 
 # --- The rule and the line -----------------------------------------------------------------

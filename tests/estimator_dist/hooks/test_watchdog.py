@@ -14,7 +14,7 @@ import pytest
 from estimator_dist import checkpoint_step
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.hooks import peer_failure, watchdog
-from tests.conftest import REPO_ROOT, worker_env
+from tests.support import REPO_ROOT, worker_env
 
 _COLLECTIVE_TIMEOUT = 20
 # A stalled survivor ends within the timeout, the watchdog's poll and the peer probe.

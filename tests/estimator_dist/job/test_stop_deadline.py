@@ -20,7 +20,7 @@ from estimator_dist.job import settings as settings_lib, stop_deadline
 from estimator_dist import checkpoint_step
 from estimator_dist.commands import train as train_lib
 from estimator_dist.distribute import cluster
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 pytestmark = [pytest.mark.multi_process, pytest.mark.slow]
 

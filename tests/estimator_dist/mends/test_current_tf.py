@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from estimator_dist import mends
 from estimator_dist.mends import registry
-from tests.conftest import run_python
+from tests.support import run_python
 
 pytestmark = pytest.mark.both_ends
 

@@ -16,7 +16,7 @@ from tensorflow.python.framework import ops
 
 import estimator_dist
 from estimator_dist.mends import custom_gradient_leak
-from tests.conftest import assert_passes_under_tf1_behaviour
+from tests.support import assert_passes_under_tf1_behaviour
 
 v1 = tf.compat.v1
 

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
-from tests.conftest import assert_passes_under_tf1_behaviour
+from tests.support import assert_passes_under_tf1_behaviour
 from tests.estimator_dist import tf1_models
 
 _PARAMS = {"learning_rate": 0.01}

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import estimator_dist
 from estimator_dist.mends import evaluator_end
-from tests.conftest import WatchedPython
+from tests.support import WatchedPython
 from tests.estimator_dist import tf1_models
 
 _PARAMS = {"learning_rate": 0.01}

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from estimator_dist.mends import input_end
-from tests.conftest import HANG_MARGIN_SECONDS, WatchedPython
+from tests.support import HANG_MARGIN_SECONDS, WatchedPython
 
 
 def _elements(dataset):

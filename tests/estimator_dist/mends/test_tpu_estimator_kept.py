@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
-from tests.conftest import assert_passes_under_tf1_behaviour
+from tests.support import assert_passes_under_tf1_behaviour
 
 _TPU = tf.compat.v1.estimator.tpu
 _MODES = tf.estimator.ModeKeys

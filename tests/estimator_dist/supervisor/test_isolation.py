@@ -20,7 +20,7 @@ import pytest
 from estimator_dist.commands import launch
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.supervisor import isolation
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 
 # Starts the task's gRPC server, checks it answers on 127.0.0.1, and prints its port and

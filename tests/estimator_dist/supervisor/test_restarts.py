@@ -12,7 +12,7 @@ import pytest
 
 from estimator_dist import checkpoint_step
 from estimator_dist.supervisor import restarts
-from tests.conftest import REPO_ROOT, launched_tasks
+from tests.support import REPO_ROOT, launched_tasks
 
 pytestmark = pytest.mark.multi_process
 

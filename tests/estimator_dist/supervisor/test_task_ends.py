@@ -18,7 +18,7 @@ import types
 import pytest
 
 from estimator_dist.supervisor.task_ends import End, end_of
-from tests.conftest import REPO_ROOT, launched_tasks
+from tests.support import REPO_ROOT, launched_tasks
 
 def _task(name, code):
     """A task whose process exited with ``code`` (None: it runs)."""

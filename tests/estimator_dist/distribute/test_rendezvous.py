@@ -79,6 +79,7 @@ def test_form_cluster_again_in_a_process_that_joined_skips_the_wait(monkeypatch)
     assert rendezvous.form_cluster(lambda: "second", 1, tf_config=config) == "second"
 
 
+@pytest.mark.slow
 def test_wait_for_peers_missing_peer_fails_in_time_with_progress(monkeypatch):
     monkeypatch.setattr(rendezvous, "PROGRESS_SECONDS", 1)
     own, missing = free_ports(2)

@@ -51,6 +51,7 @@ def test_peer_state_closed_port_unreachable():
     assert peer_failure.peer_state("127.0.0.1", free_ports(1)[0]) == "unreachable"
 
 
+@pytest.mark.slow
 def test_peer_state_silent_listener_does_not_answer():
     """A frozen process: the kernel accepts the connection, nobody answers it."""
     with socket.create_server(("127.0.0.1", 0)) as frozen:

@@ -108,7 +108,7 @@ def test_launcher_imports_nothing_that_starts_threads():
 # (docs/architecture.md, "Layers"). A module in no layer fails the test until placed.
 _LAYERS = (
     ("errors", "config_files", "run_record", "models", "datasets", "export", "precision",
-     "checkpoint_step"),
+     "checkpoint_step", "process_exit"),
     ("mends",),
     ("hooks",),
     ("distribute",),

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from estimator_dist.commands import launch
-from estimator_dist import checkpoint_step
+from estimator_dist import checkpoint_step, process_exit
 from estimator_dist.distribute import cluster
 from estimator_dist.hooks import ps_watch
 from estimator_dist.mends import internals
@@ -92,6 +92,20 @@ def test_check_while_training_names_a_ps_refused_for_its_bound(monkeypatch, tmp_
         f"process is gone or its host is down), for {ps_watch.REFUSED_SECONDS:.0f} s, and the "
         f"variables live there; {tmp_path} holds no checkpoint yet; restart every task to "
         "resume from the last checkpoint.")
+
+
+def test_gone_ps_ends_the_process_through_process_exit(monkeypatch):
+    """The watch hands its line to ``process_exit.end``; a program's own handler that
+    returns keeps the process, and the watch stops."""
+    ended = []
+    monkeypatch.setattr(ps_watch, "PROBE_EVERY_SECONDS", 0)
+    monkeypatch.setattr(ps_watch, "check", lambda watch: "ps_watch: chief 0 stopped training")
+    previous = process_exit.set_handler(lambda code, line: ended.append((code, line)))
+    try:
+        ps_watch._run(ps_watch._Watch())  # pylint: disable=protected-access
+    finally:
+        process_exit.set_handler(previous)
+    assert ended == [(ps_watch.EXIT_CODE, "ps_watch: chief 0 stopped training")]
 
 
 # --- A real job, each task its own process -------------------------------------------------

@@ -216,7 +216,7 @@ def _run_signalled(code, signum=signal.SIGTERM, timeout=30):
 
 
 _BLOCKED = ("import signal, time\n"
-            "from estimator_dist.commands import stop_deadline\n"
+            "from estimator_dist.job import stop_deadline\n"
             "signal.signal(signal.SIGTERM, lambda s, f: None)  # A handler that never ends it.\n"
             "with stop_deadline.bounded('prog', bound=2{linger}):\n"
             "    print('ready', flush=True)\n"
@@ -232,8 +232,27 @@ def test_bounded_handler_that_never_ends_process_exits_after_bound():
                               "in TensorFlow)")
 
 
+@pytest.mark.timeout(60)
+def test_bounded_program_handler_keeps_the_process_and_the_deadline_stops():
+    """A program's own ``process_exit`` handler gets the end once; when it returns, the
+    process runs on."""
+    code = ("import signal, sys, time\n"
+            "from estimator_dist import process_exit\n"
+            "from estimator_dist.job import stop_deadline\n"
+            "process_exit.set_handler(lambda code, line: print('handled', code, line,\n"
+            "                                                  file=sys.stderr, flush=True))\n"
+            "signal.signal(signal.SIGTERM, lambda s, f: None)\n"
+            "with stop_deadline.bounded('prog', bound=1):\n"
+            "    print('ready', flush=True)\n"
+            "    time.sleep(4)\n")
+    exit_code, seconds, stderr = _run_signalled(code)
+    assert exit_code == 0 and seconds >= 3
+    assert stderr.strip() == ("handled 143 prog: SIGTERM: stopped 1 s after the signal "
+                              "(still blocked in TensorFlow)")
+
+
 _BLOCKED_SAVING = ("import os, signal, time\n"
-                   "from estimator_dist.commands import stop_deadline\n"
+                   "from estimator_dist.job import stop_deadline\n"
                    "def save(signum, frame):  # The chief's save at the signal.\n"
                    "    with open(os.path.join(MODEL_DIR, 'checkpoint'), 'w') as file:\n"
                    "        file.write('model_checkpoint_path: \"model.ckpt-1200\"\\n')\n"
@@ -289,7 +308,7 @@ def test_train_saved_words_by_role(monkeypatch, tmp_path, task_type, index, chie
 # A task whose SIGTERM handler settles the deadline (as the CLI's last training hook does),
 # saved ``saved_after`` seconds later, and then stays blocked or ends (``then``).
 _SETTLING = ("import signal, time\n"
-             "from estimator_dist.commands import stop_deadline\n"
+             "from estimator_dist.job import stop_deadline\n"
              "with stop_deadline.bounded('prog', bound=30) as deadline:\n"
              "    def stop(signum, frame):\n"
              "        at = time.monotonic() + {saved_after}\n"
@@ -342,7 +361,7 @@ def test_bounded_signal_raised_again_by_handler_ends_quietly():
     """``PreemptionHook`` outside a session hands the signal to the previous handler by
     raising it again: the second write to the wakeup descriptor must not fail."""
     code = ("import signal, sys, time\n"
-            "from estimator_dist.commands import stop_deadline\n"
+            "from estimator_dist.job import stop_deadline\n"
             "def again(signum, frame):\n"
             "    signal.signal(signum, lambda s, f: sys.exit(128 + s))\n"
             "    signal.raise_signal(signum)\n"

@@ -24,7 +24,7 @@ between two ``train`` calls) the thread asks nothing and ends nothing.
 
 A ps that is merely slow is not declared gone: its gRPC server answers the probe while
 its ops run, so only a process that answers no connection for ``SILENT_SECONDS`` in a
-row is. The price: a ps restarted in place within those seconds no longer gets the
+row is. The price: a ps restarted in place within those seconds does not get the
 recovery TensorFlow would attempt (the chief restoring the last checkpoint into the new
 ps); every task ends instead, and the job restarts from that checkpoint.
 

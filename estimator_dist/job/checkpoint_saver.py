@@ -4,8 +4,8 @@ Estimator adds a ``CheckpointSaverHook`` of its own to every ``train`` call that
 none, and that hook writes the graph and the meta graph into the events file when its
 session starts (read in ``tensorflow/python/training/basic_session_run_hooks.py``). A run
 that trains and evaluates once per checkpoint interval calls ``train`` again and again,
-so the same graph went into the events file at every interval (the lstm's 1.15 MB graph
-36 times in 60,000 steps: 42 of the file's 45 MB).
+so the same graph would go into the events file at every interval: for the lstm, most of
+the file (docs/benchmarks.md, "The graph in the events file per train call").
 
 The events file gets the graph once without it: the process's writer for a directory
 (``FileWriterCache``) writes the default graph and its meta graph when it is created,

@@ -87,21 +87,15 @@ def test_exit_now_flushes_then_ends_with_code_and_line():
 
 
 @pytest.mark.timeout(60)
-def test_exit_after_ends_a_block_that_outlasts_it():
+@pytest.mark.parametrize("block, after, ended", [
+    ("time.sleep(30)", "", (process_exit.JOIN_EXIT_CODE, "")),
+    ("pass", "time.sleep(2)\nprint('ran on')\n", (0, "ran on\n")),
+], ids=["outlasts", "in_time"])
+def test_exit_after_ends_only_a_block_that_outlasts_it(block, after, ended):
     code = ("import time\n"
             "from estimator_dist import process_exit\n"
             "with process_exit.exit_after(1):\n"
-            "    time.sleep(30)\n")
+            f"    {block}\n"
+            f"{after}")
     result = run_python(["-c", code], timeout=30)
-    assert (result.returncode, result.stderr) == (process_exit.JOIN_EXIT_CODE, "")
-
-
-def test_exit_after_leaves_a_block_that_ends_in_time():
-    code = ("import time\n"
-            "from estimator_dist import process_exit\n"
-            "with process_exit.exit_after(1):\n"
-            "    pass\n"
-            "time.sleep(2)\n"
-            "print('ran on')\n")
-    result = run_python(["-c", code], timeout=30)
-    assert (result.returncode, result.stdout) == (0, "ran on\n")
+    assert (result.returncode, result.stdout + result.stderr) == ended

@@ -17,7 +17,7 @@ import pytest
 
 from estimator_dist.commands import launch
 from estimator_dist.job import settings as settings_lib, stop_deadline
-from estimator_dist.supervisor import restarts
+from estimator_dist import checkpoint_step
 from estimator_dist.commands import train as train_lib
 from estimator_dist.distribute import cluster
 from tests.conftest import REPO_ROOT
@@ -116,7 +116,7 @@ def test_sigterm_role_ends_within_bound(tmp_path, case):
     log_path = tmp_path / f"{signalled[0]}{signalled[1]}.log"
     try:
         _wait_ready(ready, tasks[signalled], model_dir, log_path)
-        before = restarts.checkpoint_step(model_dir)
+        before = checkpoint_step.newest_step(model_dir)
         tasks[signalled].send_signal(signal.SIGTERM)
         sent = time.monotonic()
         code = tasks[signalled].wait(timeout=60)
@@ -134,7 +134,7 @@ def test_sigterm_role_ends_within_bound(tmp_path, case):
     assert any(line in text for line in ends), text[-2000:]
     assert "Traceback" not in text, text[-2000:]
     if signalled == ("chief", 0):
-        assert restarts.checkpoint_step(model_dir) > before  # The chief saved its step.
+        assert checkpoint_step.newest_step(model_dir) > before  # The chief saved its step.
 
 
 # Through the launcher, as `timeout` or Kubernetes stops it: SIGTERM to the launcher, which
@@ -180,7 +180,7 @@ def test_launch_multi_worker_sigterm_saves_the_stop_step_and_ends_promptly(tmp_p
     steps = {step for step, _ in stops.values()}
     assert len(steps) == 1, stops  # Both workers stopped after the same step,
     step = steps.pop()
-    assert restarts.checkpoint_step(model_dir) == step  # and the chief saved it.
+    assert checkpoint_step.newest_step(model_dir) == step  # and the chief saved it.
     assert os.path.exists(os.path.join(model_dir, f"model.ckpt-{step}.index"))
     if 0 in stops:
         assert stops[0][1].startswith(f"saved checkpoint {model_dir}/model.ckpt-{step} ")

@@ -139,8 +139,10 @@ def _start(tmp_path):
 
 
 def _wait_training(tasks, model_dir, tmp_path):
+    """Until the chief's first checkpoint: step 0, or 1 when the worker's first step came
+    before the chief's first save (asynchronous training)."""
     started = time.monotonic()
-    while not os.path.exists(os.path.join(model_dir, "model.ckpt-0.index")):
+    while not os.path.exists(os.path.join(model_dir, "checkpoint")):
         for role, task in tasks.items():
             assert task.poll() is None, (tmp_path / f"{role}.log").read_text()[-2000:]
         assert time.monotonic() - started < 180, "the job never trained"

@@ -125,7 +125,7 @@ CATALOGUE = [
                    '"task": {"type": "worker", "index": 0}}'}, {},
      r"rendezvous: worker 1 must have a resolvable host\. Received: no-such-host\.invalid:2222"),
 ]
-# Inputs that once ended otherwise (a traceback, a hang, or files written before the refusal).
+# Inputs that would end otherwise (a traceback, a hang, or files written before the failure).
 CATALOGUE += [
     ("data-not-a-regular-file", ["--train-data", "{tmp}/zero.csv"], {},
      {"zero.csv": lambda path: os.symlink("/dev/zero", path)},

@@ -172,7 +172,8 @@ def to_keras(model_dir, *, model=None, params=None, checkpoint=None, keras="kera
     builtin, params = _recorded_model(model_dir, model, params)
     params = _resolve_params(builtin, params)
     checkpoint = _keras_models.Checkpoint(checkpoint_path, builtin.name)
-    keras_model, weights = builtin.keras_model(params, checkpoint, keras)
+    keras_model, weights = getattr(_keras_models, builtin.keras_model)(params, checkpoint,
+                                                                       keras)
     for name, values in weights.items():
         layer = keras_model.get_layer(name)
         expected = [tuple(w.shape) for w in layer.weights]
@@ -360,3 +361,9 @@ def save(keras_model, output, *, overwrite=False):
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output
+
+
+def new_keras_model(builtin, params, x_shape):
+    """A new Keras model of the built-in model ``builtin`` (a ``models.BuiltinModel``) for
+    the TF2 engines: inputs ``{"x"}`` of one example's ``x_shape``, output the logits."""
+    return getattr(_keras_models, builtin.tf2_model)(params, x_shape)

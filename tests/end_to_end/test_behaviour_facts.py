@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 
 
 def _probe(python_run, behaviour, probe, model_dir, timeout=120):
-    result = python_run(["-m", "tests.estimator_dist.behaviour_probe", behaviour, probe,
+    result = python_run(["-m", "tests.programs.behaviour_probe", behaviour, probe,
                          model_dir], timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout

@@ -7,7 +7,7 @@ import tensorflow as tf
 import estimator_dist
 from estimator_dist.distribute.input_checks import GlobalBatchWarning
 from tests.support import assert_passes_under_tf1_behaviour
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 pytestmark = pytest.mark.slow
 

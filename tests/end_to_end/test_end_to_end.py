@@ -74,7 +74,7 @@ def test_plain_multi_worker_strategy_fails_on_sparse_gradients(python_run, model
     """The fact behind the dense reduction of sparse gradients under "multi_worker" (the
     legacy program ``linear_sparse_columns`` trains with ``make_run_config``)."""
     result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--timeout", "240",
-                         "--", sys.executable, "-m", "tests.estimator_dist.sparse_gradients_job",
+                         "--", sys.executable, "-m", "tests.programs.sparse_gradients_job",
                          model_dir], timeout=300)
     assert "ERROR InvalidArgumentError" in result.stdout, result.stdout[-3000:]
     assert "Shape mismatch in the collective instance" in result.stdout + result.stderr
@@ -115,7 +115,7 @@ def test_runtime_started_with_fewer_devices_error_says_what_to_do(python_run):
 
 
 def _job(model_dir, max_steps, how, *extra):
-    return [sys.executable, "-m", "tests.estimator_dist.multi_worker_job", model_dir,
+    return [sys.executable, "-m", "tests.programs.multi_worker_job", model_dir,
             str(max_steps), how, *extra]
 
 
@@ -230,7 +230,7 @@ import tensorflow as tf
 import estimator_dist  # tf.estimator on TF 2.16+; builds no strategy
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 print("CROSS_DEVICE_OPS", type(strategy.extended._cross_device_ops).__name__)
 class Devices(tf.compat.v1.train.SessionRunHook):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from estimator_dist.job import events
 from tests.support import REPO_ROOT
-from tests.estimator_dist import legacy_train_and_evaluate as legacy
+from tests.programs import legacy_train_and_evaluate as legacy
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 

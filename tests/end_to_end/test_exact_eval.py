@@ -10,7 +10,7 @@ import pytest
 
 from estimator_dist.job import events
 from tests.support import run_together, selected_values
-from tests.estimator_dist.exact_eval_job import CLUSTER_STEPS, NUM_EXAMPLES
+from tests.programs.exact_eval_job import CLUSTER_STEPS, NUM_EXAMPLES
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 
@@ -22,7 +22,7 @@ def _counts(request, tmp_path_factory, behaviour, input_kind, wiring):
     """The counts of the run of ``behaviour``; the other behaviour's, when this session
     runs its test too, runs at the same time (two independent single processes)."""
     args = {("exact_eval", b, input_kind, wiring): [
-                "-m", "tests.estimator_dist.exact_eval_job",
+                "-m", "tests.programs.exact_eval_job",
                 str(tmp_path_factory.mktemp(f"exact_eval_{b}_{input_kind}") / "model"), b,
                 input_kind, wiring, str(_EVALUATIONS)]
             for b in selected_values(request, "behaviour")}
@@ -45,7 +45,7 @@ def test_multi_worker_evaluator_counts_every_example_each_time(python_run, model
                                                                behaviour):
     result = python_run(["-m", "estimator_dist.launch", "--workers", "2", "--evaluator",
                          "--timeout", "240", "--", sys.executable, "-m",
-                         "tests.estimator_dist.exact_eval_job", model_dir, behaviour, "legacy",
+                         "tests.programs.exact_eval_job", model_dir, behaviour, "legacy",
                          "cluster", "0"], timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
     counts = events.scalars(f"{model_dir}/eval")["examples"]

@@ -27,7 +27,7 @@ from estimator_dist.job.settings import RunSettings
 from estimator_dist.commands.report import main as report_main
 from input_fns import write_tfrecords
 from tests.support import REPO_ROOT
-from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
+from tests.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240),
               pytest.mark.usefixtures("keep_tf_logging")]

@@ -23,7 +23,7 @@ import tensorflow as tf
 from estimator_dist.job import training
 from estimator_dist.job.settings import RunSettings
 from tests.support import REPO_ROOT, handles_signal
-from tests.estimator_dist.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
+from tests.train_support import keep_tf_logging, run_main, snapshot  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")
 

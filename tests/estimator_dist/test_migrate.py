@@ -19,7 +19,7 @@ from estimator_dist.job import training
 from estimator_dist.job.settings import RunSettings
 from estimator_dist.conversion import _keras_lstm, keras_conversion
 from estimator_dist.errors import UsageError
-from tests.estimator_dist.train_support import keep_tf_logging, snapshot  # noqa: F401
+from tests.train_support import keep_tf_logging, snapshot  # noqa: F401
 
 # migrate.main lowers TensorFlow's log levels, as the CLI does; put them back after each test.
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")

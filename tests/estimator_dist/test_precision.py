@@ -12,7 +12,7 @@ import estimator_dist
 from estimator_dist import precision
 from estimator_dist.mends import loss_scaling
 from tests.support import run_python, run_pythons
-from tests.estimator_dist import precision_job
+from tests.programs import precision_job
 
 # Eval losses after the same steps: bfloat16 within 2 % of float32, or within 0.02 where the
 # loss is near zero (a relative tolerance there measures noise, not precision).
@@ -220,7 +220,7 @@ def _job_output(stdout, key):
 
 
 def _job_args(tmp_path, strategy, mixed, behaviour, model="layers"):
-    args = ["-m", "tests.estimator_dist.precision_job",
+    args = ["-m", "tests.programs.precision_job",
             str(tmp_path / f"{model}-{strategy}-{mixed}"), strategy, mixed, behaviour,
             f"model={model}"]
     if strategy == "multi_worker":

@@ -15,7 +15,7 @@ from estimator_dist.commands import migrate
 from estimator_dist.job import training
 from estimator_dist.job.settings import RunSettings
 from estimator_dist.conversion import keras_conversion
-from tests.estimator_dist.train_support import keep_tf_logging, snapshot  # noqa: F401
+from tests.train_support import keep_tf_logging, snapshot  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")
 

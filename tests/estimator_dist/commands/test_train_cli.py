@@ -10,7 +10,7 @@ from estimator_dist.commands import train
 from estimator_dist.job import events, training
 from estimator_dist.job.settings import RunSettings
 from estimator_dist.models import MODELS
-from tests.estimator_dist.train_support import keep_tf_logging, run_main  # noqa: F401
+from tests.train_support import keep_tf_logging, run_main  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("keep_tf_logging")
 

@@ -18,7 +18,7 @@ _ERROR = ("estimator_dist.hooks.divergence.ReplicaDivergenceError: variable {nam
 
 
 def _mirrored_args(model_dir, behaviour, update):
-    return ["-m", "tests.estimator_dist.divergence_job", model_dir, behaviour, "mirrored",
+    return ["-m", "tests.programs.divergence_job", model_dir, behaviour, "mirrored",
             update, "120"]
 
 
@@ -51,7 +51,7 @@ def test_unmended_mirrored_per_replica_assigning_optimizer_trains_on_silently(py
                                                                            model_dir):
     """TensorFlow's own behaviour (mend ``divergence_check`` turned off): the copies drift
     apart and training ends without a word."""
-    result = python_run(["-m", "tests.estimator_dist.divergence_job", model_dir, "tf2",
+    result = python_run(["-m", "tests.programs.divergence_job", model_dir, "tf2",
                          "mirrored", "assigning", "20"], timeout=180,
                         env={"ESTIMATOR_DIST_MENDS_OFF": "divergence_check"})
     assert result.returncode == 0, result.stderr[-2000:]
@@ -77,7 +77,7 @@ def test_mirrored_aggregated_updates_not_flagged(request, tmp_path_factory, beha
 def _two_workers(model_dir, update):
     """(stdout, stderr, exit code) of each worker, each run to its own end (a launcher
     would stop the second worker as soon as the first failed)."""
-    command = [sys.executable, "-m", "tests.estimator_dist.divergence_job", model_dir, "tf2",
+    command = [sys.executable, "-m", "tests.programs.divergence_job", model_dir, "tf2",
                "multi_worker", update, "120"]
     return run_workers([command] * 2, free_ports(2), 200)
 

@@ -128,7 +128,7 @@ def test_launch_two_workers_sigterm_stops_both_and_chief_saves(tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 def test_preemption_hook_tf1_behaviour_saves_and_train_resumes(tmp_path, signum):
     model_dir = str(tmp_path / "model")
-    result = subprocess.run([sys.executable, "-m", "tests.estimator_dist.preemption_job",
+    result = subprocess.run([sys.executable, "-m", "tests.programs.preemption_job",
                              model_dir, signum.name], capture_output=True, text=True,
                             timeout=240, cwd=REPO_ROOT, env=_env())
     assert result.returncode == 0, result.stderr[-2000:]

@@ -99,7 +99,7 @@ _STALLING_JOB = """
 import sys, time
 import tensorflow as tf
 from estimator_dist.hooks import watchdog
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 class Stall(tf.compat.v1.train.SessionRunHook):
     def after_run(self, run_context, run_values):

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from estimator_dist import mends
 from estimator_dist.job import checkpoint_saver
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 
 def _graph_events(model_dir):

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import input_fns
-from tests.estimator_dist.train_support import keep_tf_logging, run_main  # noqa: F401
+from tests.train_support import keep_tf_logging, run_main  # noqa: F401
 
 pytestmark = [pytest.mark.usefixtures("keep_tf_logging"), pytest.mark.slow]
 

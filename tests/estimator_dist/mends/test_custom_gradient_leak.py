@@ -23,7 +23,7 @@ v1 = tf.compat.v1
 
 def _cycles(python_run, model_dir, how, model, cycles, measure, timeout):
     """What the probe printed after each cycle, as one tuple of numbers per cycle."""
-    result = python_run(["-m", "tests.estimator_dist.custom_gradient_probe", how, model,
+    result = python_run(["-m", "tests.programs.custom_gradient_probe", how, model,
                          str(cycles), measure, model_dir], timeout=timeout)
     lines = [line for line in result.stdout.splitlines() if line.startswith("cycle ")]
     assert len(lines) == cycles, result.stderr[-2000:]

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import estimator_dist
 from tests.support import assert_passes_under_tf1_behaviour
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 _PARAMS = {"learning_rate": 0.01}
 
@@ -17,7 +17,7 @@ _PARAMS = {"learning_rate": 0.01}
 @pytest.mark.slow
 def test_tf_refuses_the_default_check_interval_under_mirrored(python_run, model_dir):
     """TF picks its multi-worker hook for any strategy: ``run_every_secs`` is refused."""
-    result = python_run(["-m", "tests.estimator_dist.early_stopping_probe", "secs", model_dir],
+    result = python_run(["-m", "tests.programs.early_stopping_probe", "secs", model_dir],
                         timeout=120)
     assert ("ERROR ValueError: run_every_secs should not be set when using "
             "MultiWorkerMirroredStrategy") in result.stdout, result.stderr[-2000:]
@@ -25,7 +25,7 @@ def test_tf_refuses_the_default_check_interval_under_mirrored(python_run, model_
 
 @pytest.mark.slow
 def test_tf_hook_fetches_a_per_replica_value_under_mirrored(python_run, model_dir):
-    result = python_run(["-m", "tests.estimator_dist.early_stopping_probe", "steps", model_dir],
+    result = python_run(["-m", "tests.programs.early_stopping_probe", "steps", model_dir],
                         timeout=120)
     assert "ERROR TypeError: Argument `fetch` = PerReplica" in result.stdout, \
         result.stderr[-2000:]

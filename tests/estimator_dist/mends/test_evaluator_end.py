@@ -15,7 +15,7 @@ import tensorflow as tf
 import estimator_dist
 from estimator_dist.mends import evaluator_end
 from tests.support import WatchedPython
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 _PARAMS = {"learning_rate": 0.01}
 _EVALUATOR_TF_CONFIG = {"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]},
@@ -83,7 +83,7 @@ def _first_wait_line_printed(monkeypatch):
 def test_tf_evaluator_waits_out_the_throttle_after_the_final_checkpoint(model_dir):
     """Plain TF: the checkpoint at max_steps waits for the throttle (60 s here)."""
     _train(model_dir, 4)
-    with WatchedPython(["-m", "tests.estimator_dist.evaluator_end_probe", model_dir, "8",
+    with WatchedPython(["-m", "tests.programs.evaluator_end_probe", model_dir, "8",
                         "60"]) as evaluator:
         assert evaluator.wait_for_line(r"^EVALUATED 4$", timeout=120), evaluator.output[-2000:]
         _train(model_dir, 8)

@@ -36,7 +36,7 @@ def test_small_table_stays_dense_and_rows_mode_sends_rows():
 
 
 def _cluster(model_dir, model, mode, extra):
-    command = [sys.executable, "-m", "tests.estimator_dist.sparse_rows_job", model_dir, model,
+    command = [sys.executable, "-m", "tests.programs.sparse_rows_job", model_dir, model,
                mode, str(STEPS), *extra]
     return run_workers([command] * 2, free_ports(2), 240)
 

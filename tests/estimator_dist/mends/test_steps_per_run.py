@@ -10,10 +10,10 @@ import tensorflow as tf
 import estimator_dist
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.mends import steps_per_run
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 from tests.support import run_workers
 
-_JOB = ["-m", "tests.estimator_dist.steps_per_run_job"]
+_JOB = ["-m", "tests.programs.steps_per_run_job"]
 
 
 def _result(stdout):

@@ -1,6 +1,6 @@
 """Plain TensorFlow's early-stopping hook under MirroredStrategy, without the package's mends.
 
-    python -m tests.estimator_dist.early_stopping_probe {secs,steps} MODEL_DIR
+    python -m tests.programs.early_stopping_probe {secs,steps} MODEL_DIR
 
 Builds an Estimator on a 2-replica MirroredStrategy (logical CPU devices, reduction
 through one device) and trains with ``stop_if_no_decrease_hook`` checking every 60
@@ -14,7 +14,7 @@ import sys
 import estimator_dist  # noqa: F401  pylint: disable=unused-import
 import tensorflow as tf
 
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 
 def main(how, model_dir):

@@ -1,7 +1,7 @@
 """Train/evaluate cycles of an Estimator in a process of its own, reporting what stays
 alive after each cycle.
 
-    python -m tests.estimator_dist.custom_gradient_probe {plain,mended} MODEL CYCLES \
+    python -m tests.programs.custom_gradient_probe {plain,mended} MODEL CYCLES \
         {graphs,rss} MODEL_DIR
 
 ``plain``: a plain ``tf.estimator.Estimator`` and RunConfig, no mend but those that give
@@ -23,7 +23,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops
 
 from model_fns import lstm_model_fn
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 _MODELS = {
     "custom_gradient": (tf1_models.custom_gradient_model_fn, {"learning_rate": 0.01}, None),

@@ -2,7 +2,7 @@
 ``PreemptionHook``, then trains again from what was saved; prints one JSON line of what
 happened.
 
-    python -m tests.estimator_dist.preemption_job MODEL_DIR SIGNAL_NAME
+    python -m tests.programs.preemption_job MODEL_DIR SIGNAL_NAME
 """
 import json
 import os
@@ -14,7 +14,7 @@ import tensorflow.compat.v1 as tf
 tf.disable_v2_behavior()
 
 import estimator_dist  # noqa: E402  (after the TF1 switch, as legacy scripts do)
-from tests.estimator_dist import tf1_models  # noqa: E402
+from tests.programs import tf1_models  # noqa: E402
 
 _SIGNAL_AT_STEP = 30
 

@@ -1,7 +1,7 @@
 """A wide LinearClassifier on a two-worker cluster, configured by plain TensorFlow.
 
     python -m estimator_dist.launch --workers 2 -- \
-        python -m tests.estimator_dist.sparse_gradients_job MODEL_DIR
+        python -m tests.programs.sparse_gradients_job MODEL_DIR
 
 RunConfig's own ``train_distribute=tf.distribute.MultiWorkerMirroredStrategy()`` (no
 make_run_config, so no mend but tf.estimator's own on TF 2.16+): prints ``ERROR Type:

@@ -1,6 +1,6 @@
 """A model_fn trained in float32 or in mixed bfloat16; run as a module.
 
-    python -m tests.estimator_dist.precision_job MODEL_DIR STRATEGY PRECISION [tf1]
+    python -m tests.programs.precision_job MODEL_DIR STRATEGY PRECISION [tf1]
         [model={layers,dense,lstm}]
 
 PRECISION is "float32" or "bfloat16". "layers" (the default) is written the way Estimator

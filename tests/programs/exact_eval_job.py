@@ -1,6 +1,6 @@
 """Evaluates a TF1-style model_fn many times and prints how many examples each counted.
 
-    python -m tests.estimator_dist.exact_eval_job MODEL_DIR BEHAVIOUR INPUT WIRING EVALUATIONS
+    python -m tests.programs.exact_eval_job MODEL_DIR BEHAVIOUR INPUT WIRING EVALUATIONS
 
 BEHAVIOUR is "tf1" (``disable_v2_behavior()`` first, as legacy scripts do) or "tf2";
 INPUT is "legacy" (an input_fn that ignores input_context) or "context"; WIRING is

@@ -1,6 +1,6 @@
 """Plain TensorFlow probes run under TF2 or TF1 behaviour; run as a module.
 
-    python -m tests.estimator_dist.behaviour_probe BEHAVIOUR PROBE MODEL_DIR
+    python -m tests.programs.behaviour_probe BEHAVIOUR PROBE MODEL_DIR
 
 BEHAVIOUR is "tf1" (``disable_v2_behavior()`` first, as legacy scripts do) or "tf2".
 PROBE is one of:
@@ -19,7 +19,7 @@ import sys
 import estimator_dist  # noqa: F401  pylint: disable=unused-import
 import tensorflow as tf
 
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 
 def mirrored_defaults(model_dir):

@@ -1,6 +1,6 @@
 """Trains a TF1-style model_fn whose update may bypass the strategy; run as a module.
 
-    python -m tests.estimator_dist.divergence_job MODEL_DIR BEHAVIOUR STRATEGY UPDATE STEPS
+    python -m tests.programs.divergence_job MODEL_DIR BEHAVIOUR STRATEGY UPDATE STEPS
 
 BEHAVIOUR is "tf1" (``disable_v2_behavior()`` first) or "tf2"; STRATEGY is "mirrored"
 (2 replicas) or "multi_worker" (TF_CONFIG set, ``train_and_evaluate``); UPDATE is
@@ -13,7 +13,7 @@ import sys
 
 import tensorflow.compat.v1 as tf
 
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 
 class AssigningSGD(tf.train.Optimizer):

@@ -3,7 +3,7 @@ input_fns that know no ``input_context``, and ``EvalSpec``'s own start delay and
 The one line a user changes is the RunConfig, now ``make_run_config("multi_worker")``.
 
     python -m estimator_dist.launch --workers 2 --evaluator -- \\
-        python tests/estimator_dist/legacy_train_and_evaluate.py MODEL_DIR {tf1,tf2}
+        python tests/programs/legacy_train_and_evaluate.py MODEL_DIR {tf1,tf2}
 
 "tf1" calls ``tf.disable_v2_behavior()`` first, as most such scripts do.
 """

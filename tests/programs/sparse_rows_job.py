@@ -1,7 +1,7 @@
 """One worker of a two-worker job whose gradients are sparse; run as a module with
 TF_CONFIG set.
 
-    python -m tests.estimator_dist.sparse_rows_job MODEL_DIR MODEL MODE STEPS [tf1] [warm=DIR]
+    python -m tests.programs.sparse_rows_job MODEL_DIR MODEL MODE STEPS [tf1] [warm=DIR]
 
 MODEL: "gather" (a model_fn with three 4096 x 32 tables read by ``tf.gather``, trained
 by v1 Adagrad, FTRL and Adam, one each) or "canned" (a DNNLinearCombinedClassifier with a

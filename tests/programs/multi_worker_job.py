@@ -1,6 +1,6 @@
 """One multi-worker task running a TF1-style model_fn; run as a module with TF_CONFIG set.
 
-    python -m tests.estimator_dist.multi_worker_job MODEL_DIR MAX_STEPS HOW [OPTION ...]
+    python -m tests.programs.multi_worker_job MODEL_DIR MAX_STEPS HOW [OPTION ...]
 
 HOW is "train_and_evaluate" or "train". Options: "count" adds a per-replica (ON_READ)
 variable; "no_peer_hook" leaves out PeerFailureHook; "plain_run_config" builds a plain
@@ -12,7 +12,7 @@ import sys
 import tensorflow as tf
 
 import estimator_dist
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 
 def main(model_dir, max_steps, how, options=()):

@@ -1,6 +1,6 @@
 """Trains ``tf1_models.mlp_model_fn`` with steps_per_run; prints the outcome as JSON.
 
-    python -m tests.estimator_dist.steps_per_run_job STRATEGY MODEL_DIR K [K ...]
+    python -m tests.programs.steps_per_run_job STRATEGY MODEL_DIR K [K ...]
         [--v1-behavior] [--max-steps N] [--save-checkpoints-steps N]
 
 One run per K, each in ``MODEL_DIR/k{K}``, through ``make_run_config(..., steps_per_run=K)``
@@ -21,7 +21,7 @@ if "--v1-behavior" in sys.argv:
 import tensorflow as tf  # noqa: E402
 
 import estimator_dist  # noqa: E402
-from tests.estimator_dist import tf1_models  # noqa: E402
+from tests.programs import tf1_models  # noqa: E402
 
 GLOBAL_BATCH = 16
 

@@ -3,7 +3,7 @@
 ``estimator_dist`` is imported only for ``tf.estimator`` on TensorFlow 2.16+ (on 2.15 the
 import changes nothing): nothing calls ``make_run_config``, so no evaluator mend is in.
 
-    python -m tests.estimator_dist.evaluator_end_probe MODEL_DIR MAX_STEPS THROTTLE_SECS
+    python -m tests.programs.evaluator_end_probe MODEL_DIR MAX_STEPS THROTTLE_SECS
 
 Evaluates the checkpoints another process writes to MODEL_DIR, with
 ``EvalSpec(start_delay_secs=0, throttle_secs=THROTTLE_SECS)``; prints ``EVALUATED STEP``
@@ -16,7 +16,7 @@ import sys
 import tensorflow as tf
 
 import estimator_dist  # noqa: F401  pylint: disable=unused-import
-from tests.estimator_dist import tf1_models
+from tests.programs import tf1_models
 
 _PARAMS = {"learning_rate": 0.01}
 

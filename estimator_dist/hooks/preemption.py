@@ -117,7 +117,8 @@ class PreemptionHook(tf.compat.v1.train.SessionRunHook):
         self._vote: Any
         self._coord: Any
         self._flag = self._vote = self._coord = None
-        self._preempted: Preempted | None = None  # The Preempted error of the last session, if it stopped.
+        # The Preempted error of the last session, if it stopped.
+        self._preempted: Preempted | None = None
 
     @property
     def preempted(self) -> Preempted | None:

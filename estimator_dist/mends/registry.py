@@ -507,7 +507,8 @@ class AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Runs ``then`` once module ``name`` has been imported (then steps aside). Finders of
     one name chain: each loads the module through the next one's loader."""
 
-    def __init__(self, name: str, then: Callable[[], None]) -> None:
+    def __init__(self, name: str, then: Callable[[], object] | None) -> None:
+        self._then: Any  # None where a subclass's exec_module does not call it.
         self._loader: Any
         self._name, self._then, self._loader = name, then, None
 

@@ -46,11 +46,11 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "estimator-dist-train=estimator_dist.commands.train:main",
-            "estimator-dist-launch=estimator_dist.commands.launch:main",
-            "estimator-dist-report=estimator_dist.commands.report:main",
-            "estimator-dist-migrate=estimator_dist.commands.migrate:main",
-            "estimator-dist-doctor=estimator_dist.commands.doctor:main",
+            "estimator-dist-train=estimator_dist.train:script",
+            "estimator-dist-launch=estimator_dist.launch:script",
+            "estimator-dist-report=estimator_dist.report:script",
+            "estimator-dist-migrate=estimator_dist.migrate:script",
+            "estimator-dist-doctor=estimator_dist.doctor:script",
         ],
     },
     classifiers=[

@@ -6,7 +6,7 @@ stay flat?
     python benchmarks/soak.py --work-dir soak-runs   # keep every model dir and log
 
 Each case trains for ``--seconds`` (the CLI's dense model under each strategy, its lstm
-model on one device, tests/legacy/'s finite_input_epochs: train/evaluate by epochs, TF1
+model on one device, tests/end_to_end/legacy/'s finite_input_epochs: train/evaluate by epochs, TF1
 behaviour, and, as the peer, the dense model under a plain Estimator and RunConfig:
 ``plain-tf default``), while every ``--interval`` seconds this samples each of its
 processes (the launcher and every task): threads (/proc/PID/task), RSS, open fds, and the model
@@ -35,8 +35,8 @@ _TRAIN = [sys.executable, "-m", "estimator_dist.train", "--no-export",
 _LAUNCH = [sys.executable, "-m", "estimator_dist.launch"]
 _LEGACY = "finite_input_epochs"
 # The legacy program's train/evaluate loop by epochs, run for as many epochs as time allows.
-_LEGACY_MAIN = ("import sys; from tests.legacy import runner; "
-                f"from tests.legacy.programs import {_LEGACY} as program; "
+_LEGACY_MAIN = ("import sys; from tests.end_to_end.legacy import runner; "
+                f"from tests.end_to_end.legacy.programs import {_LEGACY} as program; "
                 "program.EPOCHS = 10**6; sys.exit(runner.main(sys.argv[1:]))")
 CASES = {
     "default": _TRAIN + ["--model", "dense", "--strategy", "default"],

@@ -32,6 +32,7 @@ _EXPORTS = {
     "setup_cpu_replicas": "estimator_dist.distribute.strategies",
     "GlobalBatchWarning": "estimator_dist.distribute.input_checks",
     "UsageError": "estimator_dist.errors",
+    "TaskEnd": "estimator_dist.errors",
     "parse_tf_config": "estimator_dist.distribute.cluster",
     "resolve_cluster": "estimator_dist.distribute.cluster_sources",
     "RendezvousError": "estimator_dist.distribute.rendezvous",
@@ -56,7 +57,7 @@ if TYPE_CHECKING:  # The names _EXPORTS loads lazily, spelled out for IDEs and t
     from estimator_dist.distribute.rendezvous import RendezvousError
     from estimator_dist.distribute.run_config import TPURunConfig, make_run_config
     from estimator_dist.distribute.strategies import setup_cpu_replicas
-    from estimator_dist.errors import UsageError
+    from estimator_dist.errors import TaskEnd, UsageError
     from estimator_dist.estimator import LoopEstimator, make_estimator, tpu_input_fn
     from estimator_dist.hooks.divergence import ReplicaDivergenceError
     from estimator_dist.hooks.peer_failure import PeerFailureHook, PeerLostError

@@ -1,8 +1,10 @@
-"""The one error type for user mistakes.
+"""What the library raises where a process could end: a user mistake, a fault of the
+machine, or a task told to end; the library never ends the process itself.
 
-Every message follows one format: the thing, the rule, and what was received, e.g.
-``num_replicas must be a positive int. Received: num_replicas=0``. The CLI prints a
-``UsageError`` as one line on stderr and exits with code 2.
+Every ``UsageError`` message follows one format: the thing, the rule, and what was
+received, e.g. ``num_replicas must be a positive int. Received: num_replicas=0``. The CLI
+(``commands.cli.run``) prints each of the three as one line on stderr and exits with
+code 2 (``UsageError``), 1 (``EnvironmentFault``) or the ``TaskEnd``'s own.
 """
 import difflib
 import errno
@@ -78,3 +80,19 @@ def os_fault(name, error, path=None):
 class EnvironmentFault(Exception):
     """A failure of the machine, not of the user's input (e.g. a full disk): one line on
     stderr and exit code 1."""
+
+
+class TaskEnd(BaseException):
+    """The task was told to end (SIGTERM or SIGINT) where no other handler could stop it,
+    e.g. while it waited for its peers.
+
+    A ``BaseException``, as ``KeyboardInterrupt``: an ``except Exception`` meant for errors
+    does not swallow a stop.
+
+    Attributes:
+      exit_code: the process's exit code, ``128 + signal``.
+    """
+
+    def __init__(self, message, exit_code):
+        super().__init__(message)
+        self.exit_code = exit_code

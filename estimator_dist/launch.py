@@ -1,7 +1,13 @@
-"""``python -m estimator_dist.launch``: see ``estimator_dist.commands.launch``."""
-import sys
-
+"""``python -m estimator_dist.launch`` and the ``estimator-dist-launch`` console script: see
+``estimator_dist.commands.launch``."""
+from estimator_dist.commands import cli
 from estimator_dist.commands.launch import main
 
+
+def script():
+    """Runs the command and ends the process with its exit code (``cli.exit_with``)."""
+    cli.exit_with(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    script()

@@ -1,7 +1,13 @@
-"""``python -m estimator_dist.migrate``: see ``estimator_dist.commands.migrate``."""
-import sys
-
+"""``python -m estimator_dist.migrate`` and the ``estimator-dist-migrate`` console script: see
+``estimator_dist.commands.migrate``."""
+from estimator_dist.commands import cli
 from estimator_dist.commands.migrate import main
 
+
+def script():
+    """Runs the command and ends the process with its exit code (``cli.exit_with``)."""
+    cli.exit_with(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    script()

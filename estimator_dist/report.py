@@ -1,7 +1,13 @@
-"""``python -m estimator_dist.report``: see ``estimator_dist.commands.report``."""
-import sys
-
+"""``python -m estimator_dist.report`` and the ``estimator-dist-report`` console script: see
+``estimator_dist.commands.report``."""
+from estimator_dist.commands import cli
 from estimator_dist.commands.report import main
 
+
+def script():
+    """Runs the command and ends the process with its exit code (``cli.exit_with``)."""
+    cli.exit_with(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    script()

@@ -21,8 +21,9 @@ steps is one matmul before the forward ``tf.while_loop``, which holds only the
 recurrent matmul and saves the gate activations. The backward pass is a hand-written
 loop: fused ``SigmoidGrad``/``TanhGrad`` for the gates, the
 recurrent matmul, and the kernel and bias gradients summed step by step (these do not
-wait on the recurrence; one large matmul after the loop measured slower); the input
-gradient is one matmul after the loop. Plain TF ops, so it compiles under XLA (and so
+wait on the recurrence; at these sizes that beats one large matmul after the loop:
+docs/benchmarks.md, "Faster LSTM kernels"); the input gradient is one matmul after the
+loop. Plain TF ops, so it compiles under XLA (and so
 for TPU). With ``sequence_length`` it keeps ``dynamic_rnn``'s semantics: past a row's
 length its state stays as it was and its outputs are zero.
 

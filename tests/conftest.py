@@ -24,6 +24,19 @@ CPU_DEVICES = 4
 estimator_dist.setup_cpu_replicas(CPU_DEVICES)
 
 
+_END_TO_END = os.path.join(os.path.dirname(os.path.abspath(__file__)), "end_to_end")
+
+
+def pytest_collection_modifyitems(items):
+    """Marks each test ``end_to_end`` (under tests/end_to_end) or ``unit`` (the rest of what
+    is neither slow nor multi_process), so ``pytest -m unit`` runs the unit part."""
+    for item in items:
+        if str(item.path).startswith(_END_TO_END + os.sep):
+            item.add_marker(pytest.mark.end_to_end)
+        elif not {mark.name for mark in item.iter_markers()} & {"slow", "multi_process"}:
+            item.add_marker(pytest.mark.unit)
+
+
 @pytest.fixture(autouse=True)
 def _tf_config_restored():
     """Puts ``TF_CONFIG`` back after each test: building a cluster strategy writes the

@@ -1,5 +1,5 @@
-"""What every ``python -m estimator_dist.*`` command shares: its parser, and one entry,
-``run``, that owns the exit codes.
+"""What every ``python -m estimator_dist.*`` command shares: its parser, ``run``, the one
+entry that owns the exit codes, and ``exit_with``, the one way a command ends its process.
 
 Every command has one shape: ``NAME_parser(subparsers=None)`` (built by
 ``command_parser``), ``NAME_command(args)`` returning the exit code, and
@@ -7,14 +7,19 @@ Every command has one shape: ``NAME_parser(subparsers=None)`` (built by
 command is one line on stderr, ``PROG: error: ...``, and exit code 2, with no traceback;
 an ``EnvironmentFault`` (the machine's fault, e.g. a full disk) is one line and exit code
 1; SIGINT (and SIGTERM where a command turns it into ``Terminated``) is one line and
-``128 + signal``; a closed stdout (``| head``) ends the command quietly.
+``128 + signal``, as is a ``TaskEnd`` (a signal the library turned into one, e.g. while
+waiting for peers); a closed stdout (``| head``) ends the command quietly.
+
+``python -m estimator_dist.NAME`` and the ``estimator-dist-NAME`` console script both call
+``estimator_dist.NAME.script``, which ends the process through ``exit_with``.
 """
 import argparse
+import gc
 import os
 import signal
 import sys
 
-from estimator_dist.errors import EnvironmentFault, UsageError, nearest_hint
+from estimator_dist.errors import EnvironmentFault, TaskEnd, UsageError, nearest_hint
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -85,7 +90,42 @@ def run(parser, command, argv=None, *, interrupted_note=None):
         note = f"; {interrupted_note}" if interrupted_note else ""
         print(f"{parser.prog}: interrupted by {name}{note}", file=sys.stderr)
         return 128 + signal.Signals[name]
+    except TaskEnd as end:
+        print(f"{parser.prog}: {end}", file=sys.stderr)
+        return end.exit_code
     except BrokenPipeError:
-        # Whoever read stdout left (e.g. `| head`): stop without a traceback.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return _reader_left()
+
+
+def _reader_left():
+    """Whoever read stdout left (e.g. ``| head``): the rest goes nowhere, without a
+    traceback; the exit code is 1."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1
+
+
+def _code_of(main):
+    """``main()``'s exit code; argparse's ``--help`` and usage errors end it with
+    ``SystemExit``, whose code is the exit code alike."""
+    try:
+        return main()
+    except SystemExit as stop:
+        return stop.code
+
+
+def exit_with(main):
+    """Runs a command's ``main()`` and ends the process with its exit code.
+
+    stdout is flushed here, where a reader that left still ends the command quietly. The
+    interpreter's last garbage collection at exit is skipped (``gc.freeze``): it walks
+    every object TensorFlow made, seconds on a busy machine (docs/benchmarks.md), and
+    nothing needs it once the command has returned, having saved and flushed what it
+    writes.
+    """
+    try:
+        code = _code_of(main)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _reader_left()
+    gc.freeze()
+    sys.exit(code)

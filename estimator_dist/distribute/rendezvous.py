@@ -14,26 +14,25 @@ wraps the strategy's construction in three steps:
    each peer's address until all answer, printing whom it still waits for every
    ``PROGRESS_SECONDS``. A peer answers through the same kind of socket while it probes,
    or through its gRPC server once it has moved on. Nothing of TensorFlow has started
-   yet, so SIGTERM/SIGINT end the wait at once, and the deadline is one line naming the
-   tasks not reached.
+   yet, so SIGTERM/SIGINT end the wait at once (``errors.TaskEnd``), and the deadline is
+   one line naming the tasks not reached (``RendezvousError``).
 3. **Join**: the socket is closed and the strategy is built. A peer lost after it
    answered (or another program on its port) would block this forever, so
-   ``faulthandler``'s watchdog, a C thread that needs no interpreter lock, ends the
-   process with exit code 1 if the join outlasts the time left (at least
-   ``MIN_JOIN_SECONDS``); the line printed before the join says so.
+   ``process_exit.exit_after`` (``faulthandler``'s watchdog, a C thread that needs no
+   interpreter lock) ends the process with exit code 1 if the join outlasts the time
+   left (at least ``MIN_JOIN_SECONDS``); the line printed before the join says so.
 
 The strategy then runs TF's own gRPC runtime unchanged.
 """
-import faulthandler
-import os
 import signal
 import socket
 import sys
 import threading
 import time
 
+from estimator_dist import process_exit
 from estimator_dist.distribute import cluster_sources
-from estimator_dist.errors import UsageError
+from estimator_dist.errors import TaskEnd, UsageError
 
 DEFAULT_TIMEOUT_SECONDS = 300
 PROGRESS_SECONDS = 10
@@ -168,7 +167,7 @@ def wait_for_peers(tf_config, timeout, stream=None, peer_types=_COLLECTIVE_TYPES
 
     Raises:
       RendezvousError: a pre-flight fault, or a peer not reached within ``timeout``.
-      SystemExit: SIGTERM or SIGINT while waiting (exit code 128 + the signal).
+      TaskEnd: SIGTERM or SIGINT while waiting (exit code 128 + the signal).
     """
     stream = stream or sys.stderr
     deadline = time.monotonic() + timeout
@@ -182,9 +181,8 @@ def wait_for_peers(tf_config, timeout, stream=None, peer_types=_COLLECTIVE_TYPES
     try:
         _probe(peers, deadline, timeout, stream)
     except _Stopped as stop:
-        print(f"rendezvous: stopped by {stop} while waiting for {describe(peers)}",
-              file=stream, flush=True)
-        raise SystemExit(128 + getattr(signal, str(stop))) from None
+        raise TaskEnd(f"rendezvous: stopped by {stop} while waiting for {describe(peers)}",
+                      128 + getattr(signal, str(stop))) from None
     finally:
         listener.close()
         for signum, handler in previous.items():
@@ -215,9 +213,10 @@ def form_cluster(build, timeout=None, *, tf_config=None, stream=None):
 
     Raises:
       RendezvousError (a UsageError): a pre-flight fault, or a peer not reached in time.
-      SystemExit: SIGTERM or SIGINT while waiting for peers.
+      TaskEnd: SIGTERM or SIGINT while waiting for peers (exit code 128 + the signal).
 
-    A join that outlasts the time left ends the process with exit code 1. Once this
+    A join that outlasts the time left ends the process with exit code 1
+    (``process_exit.exit_after``: nothing else can end a join). Once this
     process has joined a cluster, building a strategy for it again skips the wait.
     """
     timeout = DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
@@ -229,16 +228,12 @@ def form_cluster(build, timeout=None, *, tf_config=None, stream=None):
     deadline = wait_for_peers(tf_config, timeout, stream)
     left = max(MIN_JOIN_SECONDS, deadline - time.monotonic())
     print(f"rendezvous: every peer answered after {time.monotonic() - start:.0f} s; joining "
-          f"TensorFlow's cluster (this task exits with code 1 if it has not formed in "
-          f"{left:.0f} s)", file=stream, flush=True)
+          f"TensorFlow's cluster (this task exits with code {process_exit.JOIN_EXIT_CODE} "
+          f"if it has not formed in {left:.0f} s)", file=stream, flush=True)
     # The runtime holds the interpreter lock while it waits, so no Python code can time it
-    # out; faulthandler's watchdog is a C thread that ends the process without it.
-    with open(os.devnull, "w", encoding="utf-8") as devnull:
-        faulthandler.dump_traceback_later(left, exit=True, file=devnull)
-        try:
-            strategy = build()
-        finally:
-            faulthandler.cancel_dump_traceback_later()
+    # out, nor raise: only a C thread can end the process.
+    with process_exit.exit_after(left):
+        strategy = build()
     if threading.current_thread() is threading.main_thread():
         # The runtime took SIGTERM over for its preemption notifier, which Estimator does
         # not use: give it back to Python's handler, so that SIGTERM ends the task.

@@ -18,25 +18,24 @@ failed every probe for ``REFUSED_SECONDS`` (refused or no route: no process list
 its port) or for ``SILENT_SECONDS`` (it accepts no connection or does not answer it: a
 stopped or frozen process, or a host whose packets are dropped). Then the thread prints
 one line naming the ps and what this task leaves saved, and ends the process with
-``EXIT_CODE`` (its training thread is blocked inside TensorFlow, so there is no clean
-exit). Outside training (before it, after it, between two ``train`` calls) the thread
-asks nothing and ends nothing.
+``EXIT_CODE`` through ``process_exit.end`` (its training thread is blocked inside
+TensorFlow, where no exception reaches it). Outside training (before it, after it,
+between two ``train`` calls) the thread asks nothing and ends nothing.
 
 A ps that is merely slow is not declared gone: its gRPC server answers the probe while
 its ops run, so only a process that answers no connection for ``SILENT_SECONDS`` in a
-row is. The price: a ps restarted in place within those seconds no longer gets the
+row is. The price: a ps restarted in place within those seconds does not get the
 recovery TensorFlow would attempt (the chief restoring the last checkpoint into the new
 ps); every task ends instead, and the job restarts from that checkpoint.
 
 The evaluator is not watched: it reads the chief's checkpoints, not the ps.
 """
-import os
-import sys
 import threading
 import time
 
 import tensorflow as tf
 
+from estimator_dist import process_exit
 from estimator_dist.hooks import peer_failure
 from estimator_dist.mends import internals
 
@@ -143,8 +142,8 @@ def _run(watch):
         time.sleep(PROBE_EVERY_SECONDS)
         line = check(watch)
         if line is not None:
-            os.write(sys.stderr.fileno(), (line + "\n").encode())
-            os._exit(EXIT_CODE)  # The training thread is blocked inside TensorFlow.
+            process_exit.end(EXIT_CODE, line)
+            return  # The program's own handler (process_exit.set_handler) kept the process.
 
 
 def watch(tf_config):

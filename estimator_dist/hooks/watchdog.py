@@ -13,17 +13,17 @@ each time a training step starts or ends. When the thread that trains stays insi
 monitored session (a step, a hook's work such as a checkpoint save, session set-up) for
 ``timeout`` seconds without progress, the watchdog asks every peer's gRPC server whether
 it answers (``peer_failure.silent_peers``), prints one line naming the peers that do not
-(stopped, frozen or gone) and what to do, and ends the process with ``EXIT_CODE``. A
-process already out of the monitored session (after an error, between train calls) is
-never ended.
+(stopped, frozen or gone) and what to do, and ends the process with ``EXIT_CODE``
+through ``process_exit.end`` (the training thread is stuck inside TensorFlow, where no
+exception reaches it). A process already out of the monitored session (after an error,
+between train calls) is never ended.
 """
-import os
-import sys
 import threading
 import time
 
 import tensorflow as tf
 
+from estimator_dist import process_exit
 from estimator_dist.hooks import peer_failure
 from estimator_dist.mends import internals
 
@@ -77,9 +77,8 @@ def _run(watch):
         silent = peer_failure.silent_peers(watch.cluster, watch.me)
         if not _stalled(watch):  # Progress came while the peers were asked.
             continue
-        line = stall_message(watch.me, watch.timeout, silent)
-        os.write(sys.stderr.fileno(), (line + "\n").encode())
-        os._exit(EXIT_CODE)  # The training thread is stuck in TensorFlow: no clean exit.
+        process_exit.end(EXIT_CODE, stall_message(watch.me, watch.timeout, silent))
+        return  # The program's own handler (process_exit.set_handler) kept the process.
 
 
 def _beat():

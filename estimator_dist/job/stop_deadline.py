@@ -16,16 +16,18 @@ in, and a daemon thread reads it. Then:
   saves the step); still running then, it exits ``128 + signal`` with one line that says
   what it leaves saved (``Deadline.saved``): the model dir's newest checkpoint, which
   may be the one the chief saved at the signal, or that the task writes none.
+
+Both ends go through ``process_exit.end``, from the watcher thread. The train command
+enters ``bounded``; a program that embeds the library enters it only if it wants it.
 """
 import contextlib
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 
-from estimator_dist import checkpoint_step
+from estimator_dist import checkpoint_step, process_exit
 
 # Kubernetes' default grace period is 30 s; a task ends within 20 s of the signal.
 BOUND_SECONDS = 15
@@ -108,11 +110,10 @@ def training_tasks_answer(tf_config):
 
 
 def _end(prog, signum, started, what, why):
-    print(f"{prog}: {signal.Signals(signum).name}: {what} {time.monotonic() - started:.0f} s "
-          f"after the signal ({why})", file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(128 + signum)  # The main thread may be blocked inside TensorFlow.
+    """Ends the process (``process_exit.end``: the main thread may be blocked inside
+    TensorFlow, where no exception reaches it)."""
+    process_exit.end(128 + signum, f"{prog}: {signal.Signals(signum).name}: {what} "
+                                   f"{time.monotonic() - started:.0f} s after the signal ({why})")
 
 
 def _bound_stop(prog, signum, started, bound, left, deadline):
@@ -124,15 +125,14 @@ def _bound_stop(prog, signum, started, bound, left, deadline):
             saved = deadline.describe_saved()
             _end(prog, signum, started, "stopped",
                  "still blocked in TensorFlow" + (f"; {saved}" if saved else ""))
+            return  # The program's own handler (process_exit.set_handler) kept the process.
         if deadline.wait_settled(min(remaining, _PROBE_SECONDS)) and _saved(deadline):
             if not left.wait(min(SETTLED_SECONDS, max(started + bound - time.monotonic(),
                                                       0))):
-                print(f"{prog}: {deadline.stopped()} (run again with the same --model-dir "
-                      f"to resume; ended {SETTLED_SECONDS} s into TensorFlow's session "
-                      "close, which can block after the save)", file=sys.stderr)
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(128 + signum)
+                process_exit.end(128 + signum, (
+                    f"{prog}: {deadline.stopped()} (run again with the same --model-dir to "
+                    f"resume; ended {SETTLED_SECONDS} s into TensorFlow's session close, "
+                    "which can block after the save)"))
             return
 
 

@@ -193,7 +193,7 @@ MENDS = {mend.name: mend for mend in (
         module="estimator_dist.mends.cluster_train",
         defect="with TF_CONFIG set, Estimator.train refuses to run: 'Only "
                "`STANDALONE_CLIENT` mode is supported when you call `estimator.train`'",
-        test="tests/estimator_dist/test_end_to_end.py::"
+        test="tests/end_to_end/test_end_to_end.py::"
              "test_multi_worker_estimator_train_alone_refused",
         changes="estimator_training.estimator_train: INDEPENDENT_WORKER mode trains through "
                 "the distribute coordinator, as train_and_evaluate does",
@@ -207,7 +207,7 @@ MENDS = {mend.name: mend for mend in (
                "linear and crossed columns, tf.gather) fails with 'Shape mismatch in the "
                "collective instance': in an Estimator graph a collective keeps its instance "
                "key, and the rows' count changes from step to step",
-        test="tests/estimator_dist/test_end_to_end.py::"
+        test="tests/end_to_end/test_end_to_end.py::"
              "test_plain_multi_worker_strategy_fails_on_sparse_gradients",
         changes="the strategy's extended _reduce_to / _batch_reduce_to: IndexedSlices cross "
                 "as rows (one all-reduce MAX of every table's row count, then per table the "
@@ -224,7 +224,7 @@ MENDS = {mend.name: mend for mend in (
         defect="under MultiWorkerMirroredStrategy the chief's checkpoint save reads ON_READ "
                "MEAN variables (batch norm's moving statistics) in a collective the other "
                "workers never join: the save waits until the collective timeout",
-        test="tests/estimator_dist/test_end_to_end.py::"
+        test="tests/end_to_end/test_end_to_end.py::"
              "test_multi_worker_per_replica_variable_save_stalls_until_watchdog",
         changes="the strategy's scope(): ON_READ MEAN variables are created ON_WRITE "
                 "(mirrored, averaged as they are updated)",

@@ -16,7 +16,7 @@ import sys
 import estimator_dist  # noqa: F401  pylint: disable=unused-import
 import tensorflow as tf
 
-from tests.legacy.programs import iris_data
+from tests.end_to_end.legacy.programs import iris_data
 
 
 def _rows_in_order(features, labels, batch_size):

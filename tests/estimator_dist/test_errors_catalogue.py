@@ -125,7 +125,7 @@ CATALOGUE = [
                    '"task": {"type": "worker", "index": 0}}'}, {},
      r"rendezvous: worker 1 must have a resolvable host\. Received: no-such-host\.invalid:2222"),
 ]
-# Inputs that once ended otherwise (a traceback, a hang, or files written before the refusal).
+# Inputs that would end otherwise (a traceback, a hang, or files written before the failure).
 CATALOGUE += [
     ("data-not-a-regular-file", ["--train-data", "{tmp}/zero.csv"], {},
      {"zero.csv": lambda path: os.symlink("/dev/zero", path)},
@@ -270,6 +270,7 @@ def _set_env(monkeypatch, env):
 
 
 @pytest.mark.parametrize("entry", CATALOGUE, ids=_IDS)
+@pytest.mark.slow
 def test_mistake_gives_one_line_exit_2_and_leaves_model_dir(entry, recorded, tmp_path, capsys,
                                                             monkeypatch):
     _, argv, env, files, message = entry
@@ -285,6 +286,7 @@ def test_mistake_gives_one_line_exit_2_and_leaves_model_dir(entry, recorded, tmp
         assert not os.path.exists(fresh)
 
 
+@pytest.mark.slow
 def test_nan_loss_keeps_last_finite_checkpoint(model_dir, capsys):
     run_main(["--param", "learning_rate=1e12", "--max-steps", 1, "--no-export",
               "--model-dir", model_dir], capsys)

@@ -112,6 +112,7 @@ def test_migrate_lstm_cli_saved_model_gives_exported_logits_and_state(lstm_run, 
                                    ["logits", "state_c", "state_h"]) < _TOLERANCE
 
 
+@pytest.mark.slow
 def test_migrate_lstm_keras_file_carries_state_across_chunks(lstm_run, tmp_path):
     model_dir, serving = lstm_run
     output = str(tmp_path / "lstm.keras")
@@ -126,6 +127,7 @@ def test_migrate_lstm_keras_file_carries_state_across_chunks(lstm_run, tmp_path)
     assert _max_difference(whole, second, ["logits", "state_c", "state_h"]) < _TOLERANCE
 
 
+@pytest.mark.slow
 def test_migrate_dense_gives_exported_logits(dense_run, tmp_path):
     model_dir, serving = dense_run
     output = str(tmp_path / "keras_dense")
@@ -135,6 +137,7 @@ def test_migrate_dense_gives_exported_logits(dense_run, tmp_path):
     np.testing.assert_allclose(logits, serving(x=tf.constant(x))["logits"], atol=_TOLERANCE)
 
 
+@pytest.mark.slow
 def test_migrate_tf_keras_gives_exported_logits_and_state(lstm_run, tmp_path, capsys):
     """``--keras tf-keras``: a Keras 2 SavedModel that tf_keras.models.load_model reads (on
     2.15 tf.keras is Keras 2 itself); on 2.16+ a .keras OUT is refused in one line."""
@@ -203,6 +206,7 @@ _STREAM_FEATURES = {"stream": np.arange(8, dtype=np.int32), "reset": np.ones(8, 
     ({"output": "sequence"}, {}, (8, 5)),
     ({"num_streams": 8}, _STREAM_FEATURES, (8,)),
 ], ids=["sequence_output", "carried_stream_state"])
+@pytest.mark.slow
 def test_to_keras_without_run_record_matches_predictions(tmp_path, extra_params,
                                                          train_features, label_shape):
     """A model dir of the user's own Estimator: model and params passed in."""

@@ -118,6 +118,7 @@ def test_mixed_precision_bfloat16_tpu_validation_rewrites_and_scopes(model_dir):
 
 
 @pytest.mark.skipif(not precision.bf16_cpu_features(), reason="no bfloat16 units on this CPU")
+@pytest.mark.slow
 def test_bfloat16_rewrite_keeps_variables_and_reductions_float32_under_mirrored(model_dir):
     """TensorFlow's oneDNN rewrite computes the matmuls in bfloat16 and leaves the sum of
     the replicas' gradients (AddN), the optimizer update and the checkpoint in float32."""
@@ -154,6 +155,7 @@ def _scaled_sgd_model_fn(features, labels, mode):
 
 
 @pytest.mark.parametrize("strategy,replicas", [("default", None), ("mirrored", 2)])
+@pytest.mark.slow
 def test_float16_loss_scaling_skips_nonfinite_step_and_halves_scale(model_dir, strategy,
                                                                     replicas):
     """The loss scale starts at 2**15. The first step (x = inf) gives an infinite gradient:

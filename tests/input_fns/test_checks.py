@@ -62,6 +62,7 @@ def test_check_files_eval_widths_compare_across_files(tmp_path):
         input_fns.check_files([_csv(tmp_path, "1,2,0"), str(wide)])
 
 
+@pytest.mark.slow
 def test_check_files_under_disable_v2_behavior(tmp_path, python_run):
     path = _tfrecord(tmp_path)
     code = ("import tensorflow as tf; tf.compat.v1.disable_v2_behavior()\n"
@@ -99,6 +100,7 @@ def test_check_files_csv_field_past_python_default_limit_named(tmp_path):
         assert input_fns.check_files(path).records == 2
 
 
+@pytest.mark.slow
 def test_check_files_csv_longest_float_field_read_by_tensorflow_too(tmp_path):
     longest = "0" * ((input_fns.checks.MAX_FLOAT_CHARS or 140_003) - 3) + "1.5"
     path = _csv(tmp_path, "3,4,1", f"{longest},2,0")

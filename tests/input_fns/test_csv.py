@@ -27,6 +27,7 @@ def _input_fn(paths, **kwargs):
     return input_fns.from_csv(paths, **options)
 
 
+@pytest.mark.slow
 def test_from_csv_reads_columns_by_header(tmp_path):
     features, labels = next(iter(_input_fn(_write(tmp_path, 1), shuffle=False)()))
     assert labels.numpy().tolist()[:3] == [0, 1, 2]
@@ -36,6 +37,7 @@ def test_from_csv_reads_columns_by_header(tmp_path):
 
 @pytest.mark.parametrize("num_files", [1, 3])
 @pytest.mark.parametrize("num_pipelines", [1, 2, 3, 4])
+@pytest.mark.slow
 def test_from_csv_shards_are_disjoint_and_cover_lines(tmp_path, num_files, num_pipelines):
     paths = _write(tmp_path, num_files)
     assert_disjoint_cover(shards(_input_fn(paths), num_pipelines), range(ROWS))
@@ -49,12 +51,14 @@ def test_from_csv_per_replica_batch_is_static(tmp_path):
     assert labels.shape.as_list() == [3]
 
 
+@pytest.mark.slow
 def test_from_csv_pack_features_stacks_columns_in_file_order(tmp_path):
     input_fn = _input_fn(_write(tmp_path, 1), shuffle=False, pack_features="x")
     features, _ = next(iter(input_fn()))
     assert features["x"].numpy()[:2].tolist() == [[0.5, 0.0], [1.5, 2.0]]
 
 
+@pytest.mark.slow
 def test_from_csv_same_seed_same_order(tmp_path):
     paths = _write(tmp_path, 3)
     assert labels_seen(_input_fn(paths, seed=1)) == labels_seen(_input_fn(paths, seed=1))
@@ -84,6 +88,7 @@ def test_from_csv_missing_file_raises(tmp_path):
     ("3.5,6,", r"column label is not a valid int64"),
     ("3.5,6", r"expected 3 fields, found 2"),
 ], ids=["not_a_number", "empty_field", "too_few_fields"])
+@pytest.mark.slow
 def test_from_csv_bad_line_raises_naming_file_and_line(tmp_path, line, reason):
     path = tmp_path / "bad.csv"
     path.write_text(HEADER + "0.5,0,0\n1.5,2,1\n2.5,4,2\n" + line + "\n4.5,8,4\n")
@@ -92,6 +97,7 @@ def test_from_csv_bad_line_raises_naming_file_and_line(tmp_path, line, reason):
         labels_seen(_input_fn(str(path), shuffle=False))
 
 
+@pytest.mark.slow
 def test_from_csv_bad_line_in_graph_mode_raises(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text(HEADER + "0.5,0,0\n1.5,x,1\n")
@@ -99,6 +105,7 @@ def test_from_csv_bad_line_in_graph_mode_raises(tmp_path):
         labels_seen_in_graph(_input_fn(str(path), shuffle=False))
 
 
+@pytest.mark.slow
 def test_from_csv_skip_drops_bad_lines_and_reports_count(tmp_path, capfd):
     path = tmp_path / "bad.csv"
     path.write_text(HEADER + "0.5,0,0\nx,2,1\n2.5,4,2\n3.5,6\n4.5,8,4\n")
@@ -108,6 +115,7 @@ def test_from_csv_skip_drops_bad_lines_and_reports_count(tmp_path, capfd):
     assert "skipped 2 bad record(s) in all of" in err
 
 
+@pytest.mark.slow
 def test_from_csv_empty_shard_raises_instead_of_ending(tmp_path):
     paths = _write(tmp_path, 1, rows=1)
     with pytest.raises(tf.errors.InvalidArgumentError,
@@ -115,6 +123,7 @@ def test_from_csv_empty_shard_raises_instead_of_ending(tmp_path):
         labels_seen(_input_fn(paths, batch_size=2), context(2, 1))
 
 
+@pytest.mark.slow
 def test_from_csv_quoted_string_with_delimiter_is_one_field(tmp_path):
     path = tmp_path / "quoted.csv"
     path.write_text('name,a,label\n"x, ""y""",1.5,7\nplain,2.5,8\n')

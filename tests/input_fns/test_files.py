@@ -27,6 +27,7 @@ def _first_batch(input_fn):
     return features["x"].numpy(), labels.numpy()
 
 
+@pytest.mark.slow
 def test_from_files_csv_and_tfrecord_give_same_batches(tmp_path):
     x, y = _data()
     records = input_fns.write_tfrecords({"x": x}, tmp_path / "train", num_shards=1, labels=y)
@@ -71,6 +72,7 @@ def test_from_files_x_shape_not_matching_columns_raises(tmp_path):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("file_format", ["csv", "tfrecord"])
+@pytest.mark.slow
 def test_from_files_trains_dense_model_under_mirrored(tmp_path, model_dir, file_format):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 4)).astype(np.float32)

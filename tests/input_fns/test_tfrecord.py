@@ -66,6 +66,7 @@ def test_write_tfrecords_pack_features_refuses_string_columns_as_from_csv_does(t
 
 @pytest.mark.parametrize("num_files", [1, 2, 4])
 @pytest.mark.parametrize("num_pipelines", [1, 2, 3, 4])
+@pytest.mark.slow
 def test_from_tfrecord_shards_are_disjoint_and_cover_records(tmp_path, num_files,
                                                              num_pipelines):
     paths = _written(tmp_path, num_files)
@@ -73,6 +74,7 @@ def test_from_tfrecord_shards_are_disjoint_and_cover_records(tmp_path, num_files
 
 
 @pytest.mark.parametrize("num_files", [1, 3])
+@pytest.mark.slow
 def test_from_tfrecord_shards_in_graph_mode_are_disjoint_and_cover_records(tmp_path, num_files):
     input_fn = _input_fn(_written(tmp_path, num_files))
     parts = [labels_seen_in_graph(input_fn, context(2, i)) for i in range(2)]
@@ -97,6 +99,7 @@ def test_from_tfrecord_variable_length_feature_is_sparse(tmp_path):
     assert labels.numpy().tolist() == [1, 3, 2]
 
 
+@pytest.mark.slow
 def test_from_tfrecord_same_seed_same_order(tmp_path):
     paths = _written(tmp_path, 3)
     assert labels_seen(_input_fn(paths, seed=1)) == labels_seen(_input_fn(paths, seed=1))
@@ -159,6 +162,7 @@ def test_from_tfrecord_truncated_file_raises_naming_file_and_index(tmp_path):
         labels_seen(_input_fn(path, shuffle=False))
 
 
+@pytest.mark.slow
 def test_from_tfrecord_skip_drops_bad_records_and_reports_count(tmp_path, capfd):
     bad = example(x=[1.0], label=[3])
     good = [example(x=[float(i)] * 3, label=[i]) for i in range(8)]
@@ -170,6 +174,7 @@ def test_from_tfrecord_skip_drops_bad_records_and_reports_count(tmp_path, capfd)
     assert "skipped 3 bad record(s) in all of" in err
 
 
+@pytest.mark.slow
 def test_from_tfrecord_skip_in_graph_mode_drops_bad_records(tmp_path):
     bad = example(x=[1.0], label=[3])
     good = [example(x=[float(i)] * 3, label=[i]) for i in range(5)]
@@ -177,6 +182,7 @@ def test_from_tfrecord_skip_in_graph_mode_drops_bad_records(tmp_path):
     assert labels_seen_in_graph(_input_fn(path, shuffle=False, on_error="skip")) == [0, 1, 3, 4]
 
 
+@pytest.mark.slow
 def test_from_tfrecord_skip_reports_corrupt_rest_of_file(tmp_path, capfd):
     [path] = _written(tmp_path, 1)
     _corrupt(path, 4)
@@ -190,6 +196,7 @@ def test_from_tfrecord_on_error_unknown_raises(tmp_path):
         _input_fn(_written(tmp_path, 1), on_error="ignore")
 
 
+@pytest.mark.slow
 def test_from_tfrecord_empty_shard_raises_instead_of_ending(tmp_path):
     path = write_records(tmp_path / "two.tfrecord",
                          [example(x=[float(i)] * 3, label=[i]) for i in range(2)])
@@ -198,6 +205,7 @@ def test_from_tfrecord_empty_shard_raises_instead_of_ending(tmp_path):
         labels_seen(_input_fn(path, batch_size=3), context(3, 2))
 
 
+@pytest.mark.slow
 def test_from_tfrecord_empty_shard_in_graph_mode_raises(tmp_path):
     path = write_records(tmp_path / "one.tfrecord", [example(x=[0.0] * 3, label=[0])])
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"input pipeline 1 of 2 received"):

@@ -104,6 +104,7 @@ def test_streams_too_short_series_raises():
 
 
 @pytest.mark.parametrize("num_pipelines", [1, 2, 3, 4])
+@pytest.mark.slow
 def test_windows_shards_are_disjoint_and_cover_windows(num_pipelines):
     series = np.arange(40, dtype=np.float32)
     input_fn = input_fns.time_series_windows(series, window=4, stride=2, batch_size=12,
@@ -153,6 +154,7 @@ def _recording_model_fn(seen):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_streams_under_mirrored_estimator_keep_each_replica_on_its_streams(model_dir):
     seen = []
     config = estimator_dist.make_run_config("mirrored", num_replicas=2, model_dir=model_dir)

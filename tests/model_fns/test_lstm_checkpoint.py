@@ -25,6 +25,7 @@ def plain_basic_lstm_model_fn(features, labels, mode, params):
 
 
 @pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.slow
 def test_basic_lstm_checkpoint_loads_into_lstm_model_fn(model_dir, num_layers):
     features, labels = {"x": harness.floats(16, 5, 2)}, harness.classes(16, CLASSES)
     train = harness.from_arrays(features, labels, batch_size=8, seed=0)
@@ -45,6 +46,7 @@ def test_basic_lstm_checkpoint_loads_into_lstm_model_fn(model_dir, num_layers):
 
 
 @pytest.mark.parametrize("num_layers", [1, 3])
+@pytest.mark.slow
 def test_lstm_cell_scopes_name_the_model_fns_variables(num_layers):
     """The public layout facts (``model_fns.lstm_cell_scopes``) match the graph."""
     with tf.Graph().as_default():

@@ -80,26 +80,31 @@ def _assert_same(num_layers, **kwargs):
 
 
 @pytest.mark.parametrize("num_layers", [1, 3])
+@pytest.mark.slow
 def test_stack_matches_dynamic_rnn(num_layers):
     _assert_same(num_layers, time=6)
 
 
 @pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.slow
 def test_stack_matches_dynamic_rnn_with_sequence_length(num_layers):
     _assert_same(num_layers, time=6, lengths=[6, 2, 0, 9])
 
 
+@pytest.mark.slow
 def test_stack_matches_dynamic_rnn_with_variable_time():
     _assert_same(2, time=7, lengths=[3, 7, 1, 5], static_time=False)
 
 
 @pytest.mark.parametrize("uses", ["o", "c", "h", "ch"])
+@pytest.mark.slow
 def test_stack_matches_dynamic_rnn_when_some_results_get_no_gradient(uses):
     _assert_same(2, time=4, lengths=[4, 1, 3, 2], uses=uses)
 
 
 @pytest.mark.parametrize("lengths", [None, [0, 0, 0, 0]])
 @pytest.mark.parametrize("static_time", [True, False])
+@pytest.mark.slow
 def test_stack_over_zero_steps_returns_the_initial_state(lengths, static_time):
     """No steps: empty outputs, the initial state, as dynamic_rnn (which in TF1
     behaviour fails on zero steps)."""
@@ -117,6 +122,7 @@ def test_stack_over_zero_steps_returns_the_initial_state(lengths, static_time):
 
 
 @pytest.mark.parametrize("stack", [_dynamic_rnn_stack, _lstm_stack.run])
+@pytest.mark.slow
 def test_stack_over_zero_steps_needs_a_static_batch_size(stack):
     """Like dynamic_rnn, stacking zero steps of unknown batch size fails when run."""
     with pytest.raises((tf.errors.InvalidArgumentError, tf.errors.UnimplementedError),
@@ -146,6 +152,7 @@ def _variables(stack, num_layers):
 
 
 @pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.slow
 def test_stack_variables_are_basic_lstm_cells(num_layers):
     """Same names, shapes and initializers: the kernel the scope's (glorot uniform by
     default), the bias zeros."""
@@ -165,6 +172,7 @@ def _forward_only(*args, **kwargs):
 
 @pytest.mark.parametrize("lengths", [None, [6, 2, 0, 9]])
 @pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.slow
 def test_forward_only_stack_matches_dynamic_rnn(num_layers, lengths):
     """The loop that EVAL, PREDICT and export run: outputs and final state as
     dynamic_rnn's (the gradients are TensorFlow's own, through the plain loop)."""
@@ -198,6 +206,7 @@ def _differentiated_stack_graph():
     return weakref.ref(graph)
 
 
+@pytest.mark.slow
 def test_stack_gradient_keeps_no_graph_alive():
     """The backward pass is registered once, by name: building and differentiating the
     stack in a graph leaves nothing process-wide that holds the graph."""

@@ -28,6 +28,7 @@ def serving(tmp_path_factory):
     return tf.saved_model.load(path).signatures["serving_default"]
 
 
+@pytest.mark.slow
 def test_serving_signature_has_pinned_inputs_and_outputs(serving):
     inputs = set(serving.structured_input_signature[1])
     assert inputs == {"x", "state_c", "state_h"}

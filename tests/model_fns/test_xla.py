@@ -33,6 +33,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case_name", sorted(CASES))
+@pytest.mark.slow
 def test_train_step_compiles_under_xla(case_name):
     model_fn, params, features, labels = CASES[case_name]
     with tf.Graph().as_default() as graph:

@@ -1,10 +1,16 @@
-"""The one shape of every command: parser(subparsers=None), command(args), main -> cli.run."""
+"""The one shape of every command: parser(subparsers=None), command(args), main -> cli.run,
+and one way to end its process, the same for ``python -m`` and the console script."""
 import argparse
+import ast
+import os
+import subprocess
+import sys
 
 import pytest
 
 from estimator_dist.commands import cli, doctor, launch, migrate, report, train
-from estimator_dist.errors import EnvironmentFault, UsageError
+from estimator_dist.errors import EnvironmentFault, TaskEnd, UsageError
+from tests.support import REPO_ROOT, run_python
 
 _PARSERS = {"train": train.train_parser, "launch": launch.launch_parser,
             "migrate": migrate.migrate_parser, "report": report.report_parser,
@@ -52,3 +58,70 @@ def test_run_sigint_one_line_with_note_exit_130(capsys):
 def test_run_sigterm_one_line_exit_143(capsys):
     code, err = _run(cli.Terminated(), capsys)
     assert (code, err) == (143, "python -m estimator_dist.demo: interrupted by SIGTERM\n")
+
+
+def test_run_task_end_one_line_its_exit_code(capsys):
+    code, err = _run(TaskEnd("rendezvous: stopped by SIGTERM while waiting for worker 1", 143),
+                     capsys)
+    assert (code, err) == (143, "python -m estimator_dist.demo: rendezvous: stopped by "
+                                "SIGTERM while waiting for worker 1\n")
+
+
+def _console_scripts():
+    """{script name: "module:function"} of setup.py's ``console_scripts``."""
+    with open(os.path.join(REPO_ROOT, "setup.py"), encoding="utf-8") as file:
+        tree = ast.parse(file.read())
+    listed = next(value for node in ast.walk(tree) if isinstance(node, ast.Dict)
+                  for key, value in zip(node.keys, node.values)
+                  if getattr(key, "value", None) == "console_scripts")
+    return dict(entry.value.split("=") for entry in listed.elts)
+
+
+def test_console_scripts_are_the_entry_points_of_python_m():
+    assert _console_scripts() == {f"estimator-dist-{name}": f"estimator_dist.{name}:script"
+                                  for name in sorted(_PARSERS)}
+
+
+def _console_script(name, target, argv):
+    """Runs console script ``name`` (``target``, "module:function") as the wrapper pip
+    installs does: ``sys.exit(function())`` with ``argv``."""
+    module, function = target.split(":")
+    code = (f"import sys\nfrom {module} import {function}\n"
+            f"sys.argv[0] = {name!r}\nsys.exit({function}())\n")
+    return run_python(["-c", code, *argv], timeout=60)
+
+
+@pytest.mark.parametrize("argv, exit_code", [(["--help"], 0), (["--no-such-flag"], 2)])
+@pytest.mark.parametrize("name", sorted(_PARSERS))
+def test_console_script_ends_as_python_m(name, argv, exit_code):
+    script = f"estimator-dist-{name}"
+    by_script = _console_script(script, _console_scripts()[script], argv)
+    by_module = run_python(["-m", f"estimator_dist.{name}", *argv], timeout=60)
+    assert by_module.returncode == exit_code, by_module.stderr
+    assert ((by_script.returncode, by_script.stdout, by_script.stderr)
+            == (by_module.returncode, by_module.stdout, by_module.stderr))
+
+
+def test_exit_with_reader_gone_ends_quietly_with_code_1():
+    """stdout's last flush, after the command returned, into a pipe whose reader left."""
+    code = ("from estimator_dist.commands import cli\n"
+            "def main():\n"
+            "    print('x' * 100)  # Buffered: written at the flush.\n"
+            "    return 0\n"
+            "cli.exit_with(main)\n")
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run([sys.executable, "-c", code], stdout=write,
+                                stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, timeout=60)
+    finally:
+        os.close(write)
+    assert (result.returncode, result.stderr) == (1, "")
+
+
+def test_exit_with_system_exit_of_main_is_the_exit_code():
+    code = ("from estimator_dist.commands import cli\n"
+            "def main():\n"
+            "    raise SystemExit(5)\n"
+            "cli.exit_with(main)\n")
+    assert run_python(["-c", code], timeout=60).returncode == 5

@@ -14,6 +14,7 @@ flags\t\t: fpu sse2 avx2 avx512f avx512_bf16
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_doctor_fresh_process_names_a_broken_tf_config(python_run):
     result = python_run(["-m", "estimator_dist.doctor"], timeout=240,
                         env={"TF_CONFIG": '{"cluster": '})
@@ -37,6 +38,7 @@ def test_doctor_fresh_process_names_a_broken_tf_config(python_run):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_doctor_json_parses_with_the_resolved_tf_config(python_run):
     result = python_run(["-m", "estimator_dist.doctor", "--json"], timeout=240,
                         env={"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2",

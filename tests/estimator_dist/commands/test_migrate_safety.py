@@ -42,6 +42,7 @@ def _refused(argv, capsys, *, protected):
     return error
 
 
+@pytest.mark.slow
 def test_migrate_output_parent_of_model_dir_with_overwrite_exits_2(runs, capsys):
     error = _refused(["--model-dir", runs / "a", "--output", runs, "--overwrite"], capsys,
                      protected=runs)
@@ -93,6 +94,7 @@ def test_migrate_existing_file_with_overwrite_exits_2(runs, tmp_path, capsys, na
              protected=tmp_path)
 
 
+@pytest.mark.slow
 def test_migrate_earlier_output_without_overwrite_exits_2(runs, tmp_path, capsys):
     output = tmp_path / "keras"
     assert migrate.main(["--model-dir", str(runs / "a"), "--output", str(output)]) == 0
@@ -102,6 +104,7 @@ def test_migrate_earlier_output_without_overwrite_exits_2(runs, tmp_path, capsys
 
 
 @pytest.mark.parametrize("name", ["keras", "model.keras"])
+@pytest.mark.slow
 def test_migrate_overwrite_replaces_an_earlier_output(runs, tmp_path, capsys, name):
     output = str(tmp_path / name)
     before = snapshot(runs)

@@ -19,6 +19,7 @@ def trained_dir(tmp_path_factory):
     return model_dir
 
 
+@pytest.mark.slow
 def test_read_curves_has_train_loss_and_eval_metrics(trained_dir):
     train, evaluation = report.read_curves(trained_dir)
     # The first loss is the first loop's last step: 20 max_steps -> 2 steps per run.
@@ -32,6 +33,7 @@ def test_last_values_are_the_final_eval(trained_dir):
     assert last["global_step"] == 20 and 0.0 <= last["accuracy"] <= 1.0
 
 
+@pytest.mark.slow
 def test_report_writes_png_and_prints_table(trained_dir, tmp_path, capsys):
     output = tmp_path / "curves.png"
     assert report.main(["--model-dir", trained_dir, "--output", str(output)]) == 0

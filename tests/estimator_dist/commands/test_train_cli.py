@@ -100,6 +100,7 @@ def test_print_config_takes_the_recorded_run(tmp_path, capsys):
     assert shown["strategy"] == "default"  # Where a run executes is not carried over.
 
 
+@pytest.mark.slow
 def test_train_reads_well_from_start_to_finish(model_dir, capsys):
     code, out, err = run_main(["--max-steps", 20, "--model-dir", model_dir], capsys)
     lines = out.splitlines()
@@ -116,6 +117,7 @@ def test_train_reads_well_from_start_to_finish(model_dir, capsys):
     assert run_record.load(model_dir)["settings"]["max_steps"] == 20
 
 
+@pytest.mark.slow
 def test_resume_takes_recorded_run_and_counts_new_steps(model_dir, capsys):
     run_main(["--param", "hidden_units=[8]", "--batch-size", 32, "--max-steps", 6,
               "--model-dir", model_dir, "--no-export"], capsys)
@@ -127,6 +129,7 @@ def test_resume_takes_recorded_run_and_counts_new_steps(model_dir, capsys):
     assert run_record.load(model_dir)["settings"]["params"]["hidden_units"] == [8]
 
 
+@pytest.mark.slow
 def test_resume_at_max_steps_trains_nothing(model_dir, capsys):
     run_main(["--max-steps", 5, "--model-dir", model_dir, "--no-export"], capsys)
     code, out, _ = run_main(["--model-dir", model_dir], capsys)
@@ -136,6 +139,7 @@ def test_resume_at_max_steps_trains_nothing(model_dir, capsys):
     assert "metrics    accuracy " in out
 
 
+@pytest.mark.slow
 def test_save_checkpoints_steps_evaluates_each_checkpoint(model_dir, capsys):
     code, _, _ = run_main(["--max-steps", 20, "--save-checkpoints-steps", 10, "--no-export",
                            "--model-dir", model_dir], capsys)
@@ -152,6 +156,7 @@ def _graph_events(model_dir):
 
 
 @pytest.mark.parametrize("strategy", ["default", "mirrored"])
+@pytest.mark.slow
 def test_graph_goes_into_the_events_file_once_over_train_calls(model_dir, capsys, strategy):
     """One train call per checkpoint interval; Estimator's own saver would write the
     graph at each."""
@@ -163,6 +168,7 @@ def test_graph_goes_into_the_events_file_once_over_train_calls(model_dir, capsys
     assert _graph_events(model_dir) == (1, 1)
 
 
+@pytest.mark.slow
 def test_mirrored_progress_shows_cross_replica_loss(model_dir, capsys):
     code, out, _ = run_main(["--strategy", "mirrored", "--num-replicas", 2, "--max-steps", 10,
                              "--batch-size", 64, "--no-export", "--model-dir", model_dir], capsys)
@@ -171,6 +177,7 @@ def test_mirrored_progress_shows_cross_replica_loss(model_dir, capsys):
     assert "step 10/10  loss 0." in out or "step 10/10  loss 1." in out
 
 
+@pytest.mark.slow
 def test_examples_per_second_written_for_tensorboard(model_dir, capsys):
     run_main(["--max-steps", 20, "--no-export", "--model-dir", model_dir], capsys)
     scalars = events.scalars(model_dir)

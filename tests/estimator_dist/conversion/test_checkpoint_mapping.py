@@ -171,6 +171,7 @@ def test_migrate_mapping_cli_saved_model_gives_the_estimator_logits(name, tmp_pa
                                atol=_TOLERANCE)
 
 
+@pytest.mark.slow
 def test_migrate_mapping_cli_bad_mapping_is_one_line_and_writes_nothing(tmp_path, python_run):
     mapping = tmp_path / "mapping.json"
     mapping.write_text(json.dumps({"weights": {"logits/kernel": "dense_2/kernel"}}))
@@ -186,6 +187,7 @@ def test_migrate_mapping_cli_bad_mapping_is_one_line_and_writes_nothing(tmp_path
     assert not output.exists()
 
 
+@pytest.mark.slow
 def test_migrate_mapping_cli_refuses_output_in_the_checkpoint_dir(tmp_path, python_run):
     checkpoint = shutil.copytree(_fixture("tf1_mlp"), tmp_path / "ckpt")
     result = python_run(["-m", "estimator_dist.migrate", "--checkpoint", str(checkpoint),

@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 import estimator_dist
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.distribute import cluster, rendezvous
+from estimator_dist.errors import TaskEnd
 from tests.support import REPO_ROOT, run_python
 
 _TRAIN = ["-m", "estimator_dist.train", "--strategy", "multi_worker", "--no-export"]
@@ -79,6 +81,7 @@ def test_form_cluster_again_in_a_process_that_joined_skips_the_wait(monkeypatch)
     assert rendezvous.form_cluster(lambda: "second", 1, tf_config=config) == "second"
 
 
+@pytest.mark.slow
 def test_wait_for_peers_missing_peer_fails_in_time_with_progress(monkeypatch):
     monkeypatch.setattr(rendezvous, "PROGRESS_SECONDS", 1)
     own, missing = free_ports(2)
@@ -149,7 +152,9 @@ def test_train_cli_sigterm_ends_waiting_worker(model_dir):
         process.wait()
     assert code == 128 + signal.SIGTERM
     assert stopped < 15  # Within a Kubernetes grace period, with room for a loaded machine.
-    assert "rendezvous: stopped by SIGTERM while waiting for worker 1" in rest
+    assert rest.strip().splitlines()[-1].startswith(
+        "python -m estimator_dist.train: rendezvous: stopped by SIGTERM while waiting for "
+        "worker 1")
 
 
 @pytest.mark.slow
@@ -168,6 +173,36 @@ def test_make_run_config_rendezvous_timeout_in_legacy_graph_mode(tmp_path):
                         env=_tf_config_env([f"127.0.0.1:{own}", f"127.0.0.1:{missing}"]))
     assert result.returncode != 0
     assert f"could not reach worker 1 at 127.0.0.1:{missing}" in result.stderr
+
+
+def test_make_run_config_unreachable_cluster_raises_in_time_to_a_library_caller(monkeypatch):
+    """A library caller gets the exception, within the bound, and its process runs on."""
+    own, missing = free_ports(2)
+    monkeypatch.setenv("TF_CONFIG", _tf_config_env([f"127.0.0.1:{own}",
+                                                    f"127.0.0.1:{missing}"])["TF_CONFIG"])
+    start = time.monotonic()
+    with pytest.raises(rendezvous.RendezvousError, match=rf"could not reach worker 1 at "
+                                                         rf"127\.0\.0\.1:{missing}"):
+        estimator_dist.make_run_config("multi_worker", rendezvous_timeout=2)
+    assert time.monotonic() - start < 8
+
+
+def test_wait_for_peers_signal_raises_task_end_with_its_exit_code():
+    """SIGINT while waiting: a TaskEnd for the caller (the CLI exits 130 with its line),
+    not SystemExit."""
+    own, missing = free_ports(2)
+    timer = threading.Timer(1.0, signal.pthread_kill,
+                            (threading.main_thread().ident, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(TaskEnd, match=rf"^rendezvous: stopped by SIGINT while waiting for "
+                                          rf"worker 1 at 127\.0\.0\.1:{missing}$") as raised:
+            rendezvous.wait_for_peers(_config([f"127.0.0.1:{own}", f"127.0.0.1:{missing}"]),
+                                      timeout=30, stream=io.StringIO())
+    finally:
+        timer.cancel()
+    assert raised.value.exit_code == 128 + signal.SIGINT
+    assert not isinstance(raised.value, SystemExit)
 
 
 def test_make_run_config_rendezvous_timeout_outside_cluster_strategies_rejected():

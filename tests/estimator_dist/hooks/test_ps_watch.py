@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from estimator_dist import checkpoint_step, process_exit
 from estimator_dist.supervisor.tasks import free_ports
-from estimator_dist import checkpoint_step
 from estimator_dist.distribute import cluster
 from estimator_dist.hooks import ps_watch
 from estimator_dist.mends import internals
@@ -94,6 +94,20 @@ def test_check_while_training_names_a_ps_refused_for_its_bound(monkeypatch, tmp_
         "resume from the last checkpoint.")
 
 
+def test_gone_ps_ends_the_process_through_process_exit(monkeypatch):
+    """The watch hands its line to ``process_exit.end``; a program's own handler that
+    returns keeps the process, and the watch stops."""
+    ended = []
+    monkeypatch.setattr(ps_watch, "PROBE_EVERY_SECONDS", 0)
+    monkeypatch.setattr(ps_watch, "check", lambda watch: "ps_watch: chief 0 stopped training")
+    previous = process_exit.set_handler(lambda code, line: ended.append((code, line)))
+    try:
+        ps_watch._run(ps_watch._Watch())  # pylint: disable=protected-access
+    finally:
+        process_exit.set_handler(previous)
+    assert ended == [(ps_watch.EXIT_CODE, "ps_watch: chief 0 stopped training")]
+
+
 # --- A real job, each task its own process -------------------------------------------------
 
 # From the ps's exit to the chief's and the worker's (Kubernetes' grace is 30 s).
@@ -125,8 +139,10 @@ def _start(tmp_path):
 
 
 def _wait_training(tasks, model_dir, tmp_path):
+    """Until the chief's first checkpoint: step 0, or 1 when the worker's first step came
+    before the chief's first save (asynchronous training)."""
     started = time.monotonic()
-    while not os.path.exists(os.path.join(model_dir, "model.ckpt-0.index")):
+    while not os.path.exists(os.path.join(model_dir, "checkpoint")):
         for role, task in tasks.items():
             assert task.poll() is None, (tmp_path / f"{role}.log").read_text()[-2000:]
         assert time.monotonic() - started < 180, "the job never trained"

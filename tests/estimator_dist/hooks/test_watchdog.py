@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from estimator_dist import checkpoint_step
+from estimator_dist import checkpoint_step, process_exit
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.hooks import peer_failure, watchdog
 from tests.support import REPO_ROOT, worker_env
@@ -51,6 +51,7 @@ def test_peer_state_closed_port_unreachable():
     assert peer_failure.peer_state("127.0.0.1", free_ports(1)[0]) == "unreachable"
 
 
+@pytest.mark.slow
 def test_peer_state_silent_listener_does_not_answer():
     """A frozen process: the kernel accepts the connection, nobody answers it."""
     with socket.create_server(("127.0.0.1", 0)) as frozen:
@@ -76,6 +77,22 @@ def test_stall_message_names_peer_and_way_out():
                         r"\(collective_timeout\): worker 1 at h:2 does not answer \(.*\); "
                         r"restart every task from the last checkpoint, or raise "
                         r"collective_timeout \(--collective-timeout\) .*\.", line)
+
+
+def test_stall_ends_the_process_through_process_exit(monkeypatch):
+    """The watchdog hands its line to ``process_exit.end``; a program's own handler that
+    returns keeps the process, and the watchdog stops."""
+    ended = []
+    watch = watchdog._Watch()  # pylint: disable=protected-access
+    watch.timeout, watch.cluster, watch.me = 0.04, {"worker": ["127.0.0.1:1"]}, "worker 0"
+    monkeypatch.setattr(watchdog, "_stalled", lambda watch: 1.0)
+    monkeypatch.setattr(peer_failure, "silent_peers", lambda cluster, me: [])
+    previous = process_exit.set_handler(lambda code, line: ended.append((code, line)))
+    try:
+        watchdog._run(watch)  # pylint: disable=protected-access
+    finally:
+        process_exit.set_handler(previous)
+    assert ended == [(watchdog.EXIT_CODE, watchdog.stall_message("worker 0", 0.04, []))]
 
 
 _STALLING_JOB = """

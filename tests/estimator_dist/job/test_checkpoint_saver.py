@@ -1,6 +1,8 @@
 """The CLI's checkpoint saver against Estimator's own, over several ``train`` calls."""
 import glob
 
+import pytest
+
 import tensorflow as tf
 
 from estimator_dist import mends
@@ -26,12 +28,14 @@ def _train_three_times(model_dir, own_saver):
     return tf.train.latest_checkpoint(model_dir)
 
 
+@pytest.mark.slow
 def test_tf_saver_writes_the_graph_at_every_train_call(model_dir):
     """Plain TF: once when the process opens its writer, then once per call."""
     _train_three_times(model_dir, own_saver=False)
     assert _graph_events(model_dir) == 4
 
 
+@pytest.mark.slow
 def test_saver_leaves_the_graph_to_the_writer_and_saves_checkpoints(model_dir):
     assert _train_three_times(model_dir, own_saver=True).endswith("model.ckpt-6")
     assert _graph_events(model_dir) == 1

@@ -38,6 +38,7 @@ def test_check_settings_refuses_what_the_engines_do_not_express(settings, match)
         engines.check_settings(settings, "keras")
 
 
+@pytest.mark.slow
 def test_engine_cli_bad_strategy_is_one_line(python_run):
     result = python_run(["-m", "estimator_dist.train", "--engine", "loop", "--strategy",
                          "multi_worker"], timeout=240)

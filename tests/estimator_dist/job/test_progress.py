@@ -76,6 +76,7 @@ def test_progress_lines_show_step_loss_rates_and_eta(model_dir):
     assert hook.throughput.steps == 20
 
 
+@pytest.mark.slow
 def test_progress_resumed_run_counts_from_restored_step(model_dir):
     _train(model_dir, 10)
     hook, text = _train(model_dir, 25)
@@ -131,6 +132,7 @@ class _AbortOnce(tf.estimator.SessionRunHook):
 
 
 @pytest.mark.parametrize("save_checkpoints_steps, restored", [(1000, 0), (5, 10)])
+@pytest.mark.slow
 def test_progress_reports_recreated_session_and_steps_lost(model_dir, capsys,
                                                            save_checkpoints_steps, restored):
     """Estimator's monitored session re-creates the session on ``AbortedError`` and

@@ -232,6 +232,25 @@ def test_bounded_handler_that_never_ends_process_exits_after_bound():
                               "in TensorFlow)")
 
 
+@pytest.mark.timeout(60)
+def test_bounded_program_handler_keeps_the_process_and_the_deadline_stops():
+    """A program's own ``process_exit`` handler gets the end once; when it returns, the
+    process runs on."""
+    code = ("import signal, sys, time\n"
+            "from estimator_dist import process_exit\n"
+            "from estimator_dist.job import stop_deadline\n"
+            "process_exit.set_handler(lambda code, line: print('handled', code, line,\n"
+            "                                                  file=sys.stderr, flush=True))\n"
+            "signal.signal(signal.SIGTERM, lambda s, f: None)\n"
+            "with stop_deadline.bounded('prog', bound=1):\n"
+            "    print('ready', flush=True)\n"
+            "    time.sleep(4)\n")
+    exit_code, seconds, stderr = _run_signalled(code)
+    assert exit_code == 0 and seconds >= 3
+    assert stderr.strip() == ("handled 143 prog: SIGTERM: stopped 1 s after the signal "
+                              "(still blocked in TensorFlow)")
+
+
 _BLOCKED_SAVING = ("import os, signal, time\n"
                    "from estimator_dist.job import stop_deadline\n"
                    "def save(signum, frame):  # The chief's save at the signal.\n"

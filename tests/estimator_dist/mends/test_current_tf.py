@@ -137,6 +137,7 @@ def test_v1_dense_layer_and_lstm_cell_keep_tf_1_variable_names():
                      "rnn/basic_lstm_cell/kernel:0"]
 
 
+@pytest.mark.slow
 def test_canned_estimator_trains_with_user_keras_untouched(tmp_path):
     columns = [tf.feature_column.numeric_column("x", shape=[2])]
     estimator = tf.estimator.DNNClassifier([4], columns, model_dir=str(tmp_path))
@@ -177,6 +178,7 @@ def test_keras_3_model_refused_by_model_to_estimator_in_one_line(tmp_path):
         tf.keras.estimator.model_to_estimator(keras_model=model)
 
 
+@pytest.mark.slow
 def test_tf_keras_model_converted_by_model_to_estimator(tmp_path):
     """tf-keras on 2.16+; on 2.15 ``tf.keras`` is the same Keras 2."""
     if CURRENT:

@@ -78,6 +78,7 @@ def test_make_run_config_installs_the_mend():
     assert custom_gradient_leak.installed()
 
 
+@pytest.mark.slow
 def test_mended_custom_gradient_gives_its_gradient_and_frees_its_graph():
     custom_gradient_leak.install()
     gc.collect()  # Earlier tests' graphs take their registry entries with them first.
@@ -89,6 +90,7 @@ def test_mended_custom_gradient_gives_its_gradient_and_frees_its_graph():
     assert len(ops.gradient_registry.list()) == registered
 
 
+@pytest.mark.slow
 def test_uninstall_brings_back_tensorflow_registration():
     custom_gradient_leak.uninstall()
     try:

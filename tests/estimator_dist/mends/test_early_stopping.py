@@ -44,6 +44,7 @@ def _train(estimator, hook, max_steps):
     return estimator.get_variable_value("global_step")
 
 
+@pytest.mark.slow
 def test_stop_if_no_decrease_hook_with_its_defaults_trains_under_mirrored(model_dir):
     estimator = _mirrored_estimator(model_dir)
     hook = tf.estimator.experimental.stop_if_no_decrease_hook(estimator, "loss", 100)
@@ -52,6 +53,7 @@ def test_stop_if_no_decrease_hook_with_its_defaults_trains_under_mirrored(model_
 
 @pytest.mark.parametrize("timing", [{"run_every_secs": None, "run_every_steps": 2},
                                     {"run_every_secs": 0}], ids=["steps", "secs"])
+@pytest.mark.slow
 def test_early_stopping_hook_stops_training_under_mirrored(model_dir, timing):
     estimator = _mirrored_estimator(model_dir)
     hook = tf.estimator.experimental.make_early_stopping_hook(estimator, lambda: True,

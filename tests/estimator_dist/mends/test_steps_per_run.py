@@ -65,6 +65,7 @@ class _StepsPerRun(tf.compat.v1.train.SessionRunHook):
 
 @pytest.mark.parametrize("strategy, kwargs", [("default", {}),
                                               ("mirrored", {"num_replicas": 2})])
+@pytest.mark.slow
 def test_tf_estimator_runs_one_step_per_session_run_off_tpu(model_dir, strategy, kwargs):
     """TensorFlow's own train loop: one Session.run per step, whatever the strategy (six
     runs for six steps, the global step one further at each)."""
@@ -99,6 +100,7 @@ def test_steps_per_run_not_positive_int_is_refused(model_dir, value):
                                       steps_per_run=value)
 
 
+@pytest.mark.slow
 def test_loop_estimator_trains_evaluates_predicts_in_process(model_dir):
     config = estimator_dist.make_run_config(model_dir=model_dir, save_checkpoints_steps=4,
                                             steps_per_run=3)

@@ -50,6 +50,7 @@ def test_tpu_estimator_plain_run_config_refused_by_tensorflow(model_dir):
 
 
 @pytest.mark.parametrize("strategy, replicas", [("default", 1), ("mirrored", 2)])
+@pytest.mark.slow
 def test_tpu_estimator_strategy_config_runs_with_batch_per_mode(strategy, replicas, model_dir):
     config = estimator_dist.make_run_config(
         strategy, num_replicas=replicas if strategy == "mirrored" else None, model_dir=model_dir)

@@ -10,7 +10,7 @@ import tensorflow as tf
 import estimator_dist
 from estimator_dist.distribute import input_checks
 from tests.support import REPO_ROOT
-from tests.legacy import corpus
+from tests.end_to_end.legacy import corpus
 
 
 def _batched(batch):

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 import input_fns
-from tests.legacy.programs import iris_data
+from tests.end_to_end.legacy.programs import iris_data
 
 BATCH_SIZE = 16
 TRAIN_STEPS = 20

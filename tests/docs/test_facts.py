@@ -75,6 +75,7 @@ def test_replica_local_lstm_state_is_exact_while_streams_stay(facts):
     assert gap > 1e-3
 
 
+@pytest.mark.slow
 def test_removed_distribution_apis_are_gone(facts):
     names = facts.run_to('"experimental_run_v2 and multi_gpu_model still exist"')
     assert names["still_there"] == {
@@ -103,6 +104,7 @@ def test_multi_worker_estimator_train_is_refused(facts):
            "`estimator.train`" in run.stdout
 
 
+@pytest.mark.slow
 def test_shard_after_shuffle_needs_a_shared_seed(facts):
     names = facts.run_to('"Shard a dataset before shuffling it, or after — it does not matter"')
     coverage = names["coverage"]

@@ -7,7 +7,7 @@ the script's ``tf.estimator.RunConfig()`` became the config line."""
 import numpy as np
 import tensorflow.compat.v1 as tf
 
-from tests.legacy.programs import iris_data
+from tests.end_to_end.legacy.programs import iris_data
 
 _EDUCATION = ["Bachelors", "HS-grad", "Masters", "Doctorate", "Some-college"]
 _OCCUPATIONS = ["Tech-support", "Craft-repair", "Sales", "Exec-managerial", "Farming"]

@@ -124,6 +124,7 @@ def _trained_estimator(names, model_dir):
     return estimator
 
 
+@pytest.mark.slow
 def test_model_fn_pair_gives_the_same_logits(guide, tmp_path):
     names = guide.run_to("model_fn → Keras model")
     x = names["features"][:32]
@@ -137,6 +138,7 @@ def test_model_fn_pair_gives_the_same_logits(guide, tmp_path):
     np.testing.assert_allclose(model({"x": x}), expected, atol=_TOLERANCE)
 
 
+@pytest.mark.slow
 def test_keras_model_built_before_an_estimator_call_breaks_after_it(guide, tmp_path):
     """TF 2.15: the Estimator's v1 layers are tf.keras's own, and building them in a graph
     breaks the Keras models built before. TF 2.16+: they are tf-keras's, the user's Keras 3

@@ -1,9 +1,9 @@
 """Runs legacy Estimator programs under a behaviour and a strategy.
 
-    python -m tests.legacy.runner PROGRAM [PROGRAM ...] --behaviour {tf1,tf2} \
+    python -m tests.end_to_end.legacy.runner PROGRAM [PROGRAM ...] --behaviour {tf1,tf2} \
         --strategy {default,mirrored,multi_worker,parameter_server,tpu} --model-dir ROOT
 
-PROGRAM names a module of ``tests/legacy/programs``. Each program is written the way
+PROGRAM names a module of ``tests/end_to_end/legacy/programs``. Each program is written the way
 real codebases are and exposes ``main(make_config, model_dir)``; ``make_config`` is the
 one line a user changes, ``estimator_dist.make_run_config`` bound to the strategy
 ("mirrored": 2 replicas; "tpu": TPUEstimator on CPU with a BERT-style script's TPU
@@ -59,7 +59,7 @@ def _json_ready(value):
 
 def _run(name, make_config, model_dir):
     try:
-        program = importlib.import_module(f"tests.legacy.programs.{name}")
+        program = importlib.import_module(f"tests.end_to_end.legacy.programs.{name}")
         result = program.main(make_config, os.path.join(model_dir, name))
     except Exception as error:  # pylint: disable=broad-except
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""

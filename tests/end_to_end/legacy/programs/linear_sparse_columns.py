@@ -3,7 +3,7 @@ whose length varies from batch to batch), DataFrames through a Dataset input_fn,
 ``train_and_evaluate``."""
 import tensorflow.compat.v1 as tf
 
-from tests.legacy.programs import iris_data
+from tests.end_to_end.legacy.programs import iris_data
 
 BATCH_SIZE = 16
 TRAIN_STEPS = 20

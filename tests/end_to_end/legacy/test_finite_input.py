@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.support import run_pythons
-from tests.legacy import corpus
+from tests.end_to_end.legacy import corpus
 
 RUNS = int(os.environ.get("ESTIMATOR_DIST_FINITE_INPUT_RUNS", "3"))
 _PROGRAM = "finite_input_epochs"
@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.multi_process,
 
 def _args(model_dir, behaviour):
     return ["-m", "estimator_dist.launch", "--workers", "2", "--timeout", str(_RUN_SECONDS),
-            "--", sys.executable, "-m", "tests.legacy.runner", _PROGRAM, "--behaviour", behaviour,
+            "--", sys.executable, "-m", "tests.end_to_end.legacy.runner", _PROGRAM,
+            "--behaviour", behaviour,
             "--strategy", "multi_worker", "--model-dir", model_dir]
 
 

@@ -7,7 +7,7 @@ import os
 
 import tensorflow.compat.v1 as tf
 
-from tests.legacy.programs import iris_data
+from tests.end_to_end.legacy.programs import iris_data
 
 BATCH_SIZE = 16
 TRAIN_STEPS = 20

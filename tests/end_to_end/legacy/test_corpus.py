@@ -1,6 +1,6 @@
 """The legacy corpus: real-style Estimator programs under every route and both behaviours.
 
-Each program runs with only its config line changed (``tests/legacy/runner.py``) and
+Each program runs with only its config line changed (``tests/end_to_end/legacy/runner.py``) and
 reports its own outcome line. "default", "mirrored" (2 replicas) and "tpu"
 (``TPUEstimator`` on CPU): the programs of a route and behaviour one after another in one
 process (TF's import is most of a program's time). "multi_worker" (two local worker
@@ -18,7 +18,7 @@ import pytest
 
 from estimator_dist import mends
 from tests.support import run_pythons
-from tests.legacy import corpus
+from tests.end_to_end.legacy import corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_ends, pytest.mark.timeout(1200)]
 
@@ -32,7 +32,7 @@ _OUTCOME = re.compile(r"^(?:\[(\w+ \d+)\] )?(RESULT|ERROR) (\w+) (.*)$")
 
 
 def _runner_args(programs, behaviour, strategy, model_dir):
-    return ["-m", "tests.legacy.runner", *programs, "--behaviour", behaviour,
+    return ["-m", "tests.end_to_end.legacy.runner", *programs, "--behaviour", behaviour,
             "--strategy", strategy, "--model-dir", model_dir]
 
 

@@ -3,9 +3,10 @@
 ``python -m estimator_dist.train --model NAME`` trains one of them, ``to_keras`` converts
 its checkpoints. Each entry names its model_fn's module in ``model_fns`` (the model_fn,
 its params table and resolver), the train command's defaults and built-in data, its
-serving inputs and its Keras builder (``_keras_models``). Imports no TensorFlow (the
-model_fn is loaded on first use), so the command line can list the names before
-TensorFlow starts. A new built-in model is one entry here plus its module in
+serving inputs and the names of its Keras builders in ``conversion/_keras_models.py``
+(which the converters and the TF2 engines look up: this table imports nothing above it).
+Imports no TensorFlow (the model_fn is loaded on first use), so the command line can list
+the names before TensorFlow starts. A new built-in model is one entry here plus its module in
 ``model_fns/`` and its builders in ``conversion/_keras_models.py``.
 """
 from __future__ import annotations
@@ -16,20 +17,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 from estimator_dist import datasets
 from estimator_dist.errors import entry_of
-
-_KERAS_BUILDERS = "estimator_dist.conversion._keras_models"
-
-
-def _keras_builder(name: str) -> Callable[..., Any]:
-    """Builder ``name`` of the Keras builders' module, imported when it is first called:
-    the converters import this table, not the other way round."""
-
-    def build(*args: Any) -> Any:
-        return getattr(importlib.import_module(_KERAS_BUILDERS), name)(*args)
-
-    build.__name__ = name
-    return build
-
 
 @dataclasses.dataclass(frozen=True)
 class BuiltinModel:
@@ -42,12 +29,13 @@ class BuiltinModel:
       params: the train command's defaults.
       x_shape: one example's x in files; -1 is read off the files.
       serving_shapes: (params, x_shape) -> feature name -> shape.
-      keras_model: (resolved params, ``_keras_models.Checkpoint``) -> (Keras model,
-        layer name -> weights).
+      keras_model: the name of its builder in ``conversion/_keras_models.py``: (resolved
+        params, ``Checkpoint``) -> (Keras model, layer name -> weights).
       tf2_params: the params the TF2 engines' Keras equivalent expresses
         (``python -m estimator_dist.train --engine keras|loop``); others are refused.
-      tf2_model: (params, x_shape of one example) -> a new Keras model, inputs ``{"x"}``,
-        output the logits, for the TF2 engines.
+      tf2_model: the name of its builder in ``conversion/_keras_models.py``: (params,
+        x_shape of one example) -> a new Keras model, inputs ``{"x"}``, output the logits,
+        for the TF2 engines.
     """
 
     name: str
@@ -60,9 +48,9 @@ class BuiltinModel:
     eval_data: Callable[[], datasets.Split]
     x_shape: tuple[int, ...]
     serving_shapes: Callable[[dict[str, Any], Sequence[int]], dict[str, list[int | None]]]
-    keras_model: Callable[..., Any]
+    keras_model: str
     tf2_params: tuple[str, ...]
-    tf2_model: Callable[..., Any]
+    tf2_model: str
 
     @property
     def model_fn(self) -> Callable[..., Any]:
@@ -98,9 +86,9 @@ MODELS = {model.name: model for model in (
         eval_data=lambda: datasets.blobs(2048, seed=1),
         x_shape=(-1,),
         serving_shapes=lambda params, x_shape: {"x": [None, *x_shape]},
-        keras_model=_keras_builder("dense"),
+        keras_model="dense",
         tf2_params=("hidden_units", "num_classes", "learning_rate"),
-        tf2_model=_keras_builder("new_dense"),
+        tf2_model="new_dense",
     ),
     BuiltinModel(
         name="lstm",
@@ -113,9 +101,9 @@ MODELS = {model.name: model for model in (
         eval_data=lambda: datasets.waves(1024, seed=1),
         x_shape=(-1, 1),
         serving_shapes=_lstm_serving_shapes,
-        keras_model=_keras_builder("lstm"),
+        keras_model="lstm",
         tf2_params=("num_units", "num_classes", "learning_rate"),
-        tf2_model=_keras_builder("new_lstm"),
+        tf2_model="new_lstm",
     ),
 )}
 

@@ -32,7 +32,7 @@ import re
 import shutil
 import tempfile
 import zipfile
-from typing import TYPE_CHECKING, Any, Mapping, cast
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from estimator_dist import models, run_record
 from estimator_dist.conversion import _keras_models
@@ -180,7 +180,7 @@ def to_keras(model_dir: str, *, model: str | None = None, params: Mapping[str, A
     keras = keras_module(keras)
     builtin, params = _recorded_model(model_dir, model, params)
     params = _resolve_params(builtin, params)
-    keras_model, weights = builtin.keras_model(
+    keras_model, weights = getattr(_keras_models, builtin.keras_model)(
         params, _keras_models.Checkpoint(checkpoint_path, builtin.name), keras)
     for name, values in weights.items():
         layer = keras_model.get_layer(name)
@@ -369,3 +369,10 @@ def save(keras_model: Any, output: str | os.PathLike, *, overwrite: bool = False
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output
+
+
+def new_keras_model(builtin: models.BuiltinModel, params: Mapping[str, Any],
+                    x_shape: Sequence[int]) -> Any:
+    """A new Keras model of the built-in model ``builtin`` (a ``models.BuiltinModel``) for
+    the TF2 engines: inputs ``{"x"}`` of one example's ``x_shape``, output the logits."""
+    return getattr(_keras_models, builtin.tf2_model)(params, x_shape)

@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from estimator_dist import models
+from estimator_dist.conversion import keras_conversion
 from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import UsageError
 
@@ -183,7 +184,8 @@ def run(settings: RunSettings, engine: str) -> EngineResult:
     eval_fn = from_arrays(evaluation.features, evaluation.labels, batch_size=batch_size,
                           shuffle=False, num_epochs=1)
     with strategy.scope():
-        model = builtin.tf2_model(params, train.features["x"].shape[1:])
+        model = keras_conversion.new_keras_model(builtin, params,
+                                                 train.features["x"].shape[1:])
         model.compile(optimizer=tf.keras.optimizers.Adam(params["learning_rate"]),
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])

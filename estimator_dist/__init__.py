@@ -68,7 +68,7 @@ def _kept_tpu_estimator(*args: Any, **kwargs: Any) -> Any:
     """``estimator.kept_tpu_estimator``, imported on first use (a user may build a
     ``TPUEstimator`` having imported only ``make_run_config``): the package hands it to the
     mend, which lives below the Estimator builder."""
-    from estimator_dist import estimator  # pylint: disable=import-outside-toplevel
+    from estimator_dist import estimator  # Late: loads TensorFlow.
 
     return estimator.kept_tpu_estimator(*args, **kwargs)
 

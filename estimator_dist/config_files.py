@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import pathlib
-import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from estimator_dist.errors import UsageError
 
+if TYPE_CHECKING:
+    import os
 
-class _PlainLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+
+class _PlainLoader(yaml.SafeLoader):
     """Safe loading without aliases (an alias bomb expands a few bytes into gigabytes)
     and without duplicate keys (YAML keeps the last one silently)."""
 

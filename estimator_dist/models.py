@@ -68,7 +68,7 @@ class BuiltinModel:
 
 def _lstm_serving_shapes(params: Mapping[str, Any],
                          x_shape: Sequence[int]) -> dict[str, list[int | None]]:
-    import model_fns  # pylint: disable=import-outside-toplevel
+    import model_fns  # Late: loads TensorFlow.
 
     width = model_fns.lstm_state_width(params)
     return {"x": [None, None, x_shape[-1]], "state_c": [None, width], "state_h": [None, width]}

@@ -61,7 +61,7 @@ def check_device(mixed_precision: str | None, *, tpu: bool = False,
     ``gpus`` (default: the visible GPUs) and ``cpu_features`` (default: read from
     /proc/cpuinfo) are for tests.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     if mixed_precision is None:
         return
@@ -89,7 +89,7 @@ def with_rewrite(session_config: tf.compat.v1.ConfigProto,
                  mixed_precision: str | None) -> tf.compat.v1.ConfigProto:
     """Turns on, in ``session_config`` (a ``ConfigProto``, changed in place), the graph
     rewrite that computes in ``mixed_precision``; returns it."""
-    # pylint: disable-next=import-outside-toplevel
+    # Late: loads TensorFlow.
     from tensorflow.core.protobuf import rewriter_config_pb2
 
     options = session_config.graph_options.rewrite_options

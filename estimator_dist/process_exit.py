@@ -68,7 +68,7 @@ _handler: Handler = exit_now
 def set_handler(handler: Handler) -> Handler:
     """Makes ``handler(code, line)`` take every hard exit of the process; returns the one it
     replaces (``exit_now`` by default)."""
-    global _handler  # pylint: disable=global-statement
+    global _handler  # The process's one handler.
     previous, _handler = _handler, handler
     return previous
 

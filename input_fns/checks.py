@@ -142,7 +142,7 @@ def tfrecord_records(path: str, label: str, limit: int) -> Iterator[Record]:
         offset += len(record) + _record_reading.TFRECORD_FRAMING_BYTES
         try:
             feature = tf.train.Example.FromString(record).features.feature
-        except Exception:  # pylint: disable=broad-except  (protobuf's DecodeError)
+        except Exception:  # protobuf's DecodeError, which protobuf does not export.
             raise _fault("be tf.train.Example protos", "undecodable bytes", where) from None
         if "x" not in feature or label not in feature:
             raise _fault(f"have features x and {label!r}", sorted(feature), where)

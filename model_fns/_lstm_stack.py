@@ -71,7 +71,7 @@ def _glorot_uniform() -> Any:
     initializer draws through other ops)."""
     if tf.__version__.startswith("2.15."):
         return tf.keras.initializers.get("glorot_uniform")
-    import tf_keras  # pylint: disable=import-outside-toplevel
+    import tf_keras  # Late: loads Keras.
 
     return tf_keras.initializers.get("glorot_uniform")
 

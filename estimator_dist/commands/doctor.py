@@ -41,16 +41,16 @@ def doctor_parser(subparsers: Any = None) -> argparse.ArgumentParser:
 
 def versions() -> dict[str, str]:
     """Python, the platform and the installed distributions, as a run records them."""
-    from estimator_dist import run_record  # pylint: disable=import-outside-toplevel
+    from estimator_dist import run_record
 
     return {"platform": platform.platform(), **run_record.versions()}
 
 
 def devices() -> dict[str, Any]:
     """The physical CPUs and GPUs, and the devices a "mirrored" run would replicate over."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
-    from estimator_dist.distribute import strategies  # pylint: disable=import-outside-toplevel
+    from estimator_dist.distribute import strategies  # Late: loads TensorFlow.
 
     gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
     mirrored = ([f"/gpu:{i}" for i in range(len(gpus))] if gpus else
@@ -75,8 +75,8 @@ def cpu_features(cpuinfo: str = "/proc/cpuinfo") -> dict[str, Any]:
 
 def cluster_state(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The cluster source this process would use and the TF_CONFIG it resolves to."""
-    from estimator_dist.distribute import cluster_sources  # pylint: disable=import-outside-toplevel
-    from estimator_dist.errors import UsageError  # pylint: disable=import-outside-toplevel
+    from estimator_dist.distribute import cluster_sources
+    from estimator_dist.errors import UsageError
 
     environ = os.environ if environ is None else environ
     present = [variable for _, variable, _ in cluster_sources.SOURCES if environ.get(variable)]
@@ -91,8 +91,8 @@ def cluster_state(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 def mend_states() -> dict[str, dict[str, Any]]:
     """Every mend: its scope, strategies and whether it is active here."""
-    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
-    from estimator_dist.errors import UsageError  # pylint: disable=import-outside-toplevel
+    from estimator_dist import mends
+    from estimator_dist.errors import UsageError
 
     try:
         off, off_fault = mends.turned_off(), None
@@ -128,7 +128,7 @@ def isolation() -> dict[str, Any]:
 
 def tensorflow_state() -> dict[str, Any]:
     """The TensorFlow release in use, and the mends that give it ``tf.estimator`` back."""
-    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
+    from estimator_dist import mends
 
     restoring = [name for name, mend in mends.MENDS.items()
                  if mend.scope == "import" and name in mends.installed()]

@@ -36,7 +36,7 @@ def tensorflow_python_logging(verbose: bool) -> None:
     Verbose shows TensorFlow's and Estimator's INFO logs; otherwise even errors are
     silenced: the CLI reports every failure itself, in one line.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     level = logging.INFO if verbose else logging.CRITICAL
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO if verbose

@@ -137,7 +137,7 @@ def _describe(keras_model: Any) -> str:
 def _intact_checkpoint(model_dir: str) -> str:
     """The checkpoint a resume of ``model_dir`` would restore; warns when that is not the
     one its state file names."""
-    from estimator_dist.job import checkpoints  # pylint: disable=import-outside-toplevel
+    from estimator_dist.job import checkpoints  # Late: loads TensorFlow.
 
     resume = checkpoints.inspect(model_dir)
     if resume.path is None:

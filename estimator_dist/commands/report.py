@@ -51,7 +51,7 @@ def read_curves(model_dir: str) -> tuple[Curves, Curves]:
     Raises:
       UsageError: ``model_dir`` holds no training loss.
     """
-    from estimator_dist.job import events  # pylint: disable=import-outside-toplevel
+    from estimator_dist.job import events  # Late: loads TensorFlow.
 
     train = {t: p for t, p in events.scalars(model_dir).items() if t == _TRAIN_TAG}
     if not train:
@@ -70,12 +70,12 @@ def _title(model_dir: str) -> str:
 def draw(train: Curves, evaluation: Curves, output: str, title: str) -> None:
     """Writes the two panels (train, eval) to the PNG ``output``."""
     try:
-        import matplotlib  # pylint: disable=import-outside-toplevel
+        import matplotlib  # Late: optional (the report extra).
     except ImportError:
         raise UsageError('matplotlib must be installed to draw curves: pip install '
                          '"estimator-dist[report]". Received: no matplotlib') from None
     matplotlib.use("Agg")
-    from matplotlib import pyplot  # pylint: disable=import-outside-toplevel
+    from matplotlib import pyplot  # Late: optional (the report extra).
 
     figure, (train_axes, eval_axes) = pyplot.subplots(1, 2, figsize=(11, 4))
     for axes, curves, name in ((train_axes, train, "train"), (eval_axes, evaluation, "eval")):

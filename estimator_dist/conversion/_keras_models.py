@@ -24,7 +24,7 @@ class Checkpoint:
     """The variables of one checkpoint, each read on request."""
 
     def __init__(self, path: str, model: str) -> None:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        import tensorflow as tf  # Late: loads TensorFlow.
 
         self.path, self.model = path, model
         self._reader = tf.train.load_checkpoint(path)
@@ -65,9 +65,9 @@ def dense(params: Mapping[str, Any], checkpoint: Checkpoint,
 
 def lstm(params: Mapping[str, Any], checkpoint: Checkpoint,
          keras: Any) -> tuple[Any, dict[str, list[np.ndarray]]]:
-    from estimator_dist.conversion import _keras_lstm  # pylint: disable=import-outside-toplevel
+    from estimator_dist.conversion import _keras_lstm  # Late: loads TensorFlow.
 
-    import model_fns  # pylint: disable=import-outside-toplevel
+    import model_fns  # Late: loads TensorFlow.
 
     num_units, num_layers = params["num_units"], params["num_layers"]
     scopes = model_fns.lstm_cell_scopes(num_layers)
@@ -93,7 +93,7 @@ def lstm(params: Mapping[str, Any], checkpoint: Checkpoint,
 
 
 def new_dense(params: Mapping[str, Any], x_shape: Sequence[int]) -> tf.keras.Model:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     x = tf.keras.Input(list(x_shape), name="x")
     net = x
@@ -104,7 +104,7 @@ def new_dense(params: Mapping[str, Any], x_shape: Sequence[int]) -> tf.keras.Mod
 
 
 def new_lstm(params: Mapping[str, Any], x_shape: Sequence[int]) -> tf.keras.Model:
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     x = tf.keras.Input(list(x_shape), name="x")
     net = tf.keras.layers.LSTM(params["num_units"], name="lstm_0")(x)

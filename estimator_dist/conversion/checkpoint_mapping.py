@@ -91,7 +91,7 @@ def _check_str_dict(name: str, value: Any) -> dict[str, str]:
 
 def _lstm_entry(layer: str, entry: Any) -> tuple[str, float]:
     """(scope, forget_bias); the forget bias defaults to the one ``model_fns`` runs with."""
-    import model_fns  # pylint: disable=import-outside-toplevel
+    import model_fns  # Late: loads TensorFlow.
 
     if isinstance(entry, str):
         entry = {"scope": entry}
@@ -139,7 +139,7 @@ def load_mapping(path: str | os.PathLike) -> Mapping:
 
 def checkpoint_path(checkpoint: str) -> str:
     """The checkpoint prefix of ``checkpoint``: a directory (its latest) or a prefix."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     path = tf.train.latest_checkpoint(checkpoint) if os.path.isdir(checkpoint) else checkpoint
     if path is None or not os.path.exists(f"{path}.index"):
@@ -151,7 +151,7 @@ def checkpoint_path(checkpoint: str) -> str:
 def build_keras_model(spec: str, keras: str = "keras") -> Any:
     """Calls the ``MODULE:FUNCTION`` named by ``spec``; returns the Keras model it builds,
     which must be a model of the Keras ``keras`` names (``keras_conversion.keras_module``)."""
-    from estimator_dist.conversion import keras_conversion  # pylint: disable=import-outside-toplevel
+    from estimator_dist.conversion import keras_conversion
 
     keras_module = keras_conversion.keras_module(keras)
     module_name, _, function_name = spec.partition(":")
@@ -175,7 +175,7 @@ def _weight_name(layer: Any, weight: Any) -> str:
 
 def _sources(mapping: Mapping, reader: Any) -> dict[str, tuple[str, Any, list[str]]]:
     """Keras weight name -> (source description, value or None, variables read)."""
-    from estimator_dist.conversion import _keras_lstm  # pylint: disable=import-outside-toplevel
+    from estimator_dist.conversion import _keras_lstm  # Late: loads TensorFlow.
 
     sources: dict[str, tuple[str, Any, list[str]]] = {
         name: (name_in_ckpt, None, [name_in_ckpt])
@@ -206,7 +206,7 @@ def convert_checkpoint(model: Any, mapping: Mapping, checkpoint: str) -> Report:
     Returns:
       The ``Report``; the weights are set only when its ``problems`` are empty.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     reader = tf.train.load_checkpoint(checkpoint_path(checkpoint))
     shapes = reader.get_variable_to_shape_map()

@@ -70,7 +70,7 @@ def keras_module(keras: str = "keras") -> Any:
       UsageError: an unknown choice, or "tf-keras" on TensorFlow 2.16+ without the tf-keras
         package.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     if keras not in KERAS_CHOICES:
         raise UsageError(f"keras must be one of {', '.join(KERAS_CHOICES)}. "
@@ -78,7 +78,7 @@ def keras_module(keras: str = "keras") -> Any:
     if keras == "keras" or not _is_keras_3(tf.keras):
         return tf.keras
     try:
-        import tf_keras  # pylint: disable=import-outside-toplevel
+        import tf_keras  # Late: loads Keras.
     except ImportError:
         raise UsageError("keras 'tf-keras' needs the tf-keras package on TensorFlow "
                          f"{tf.__version__} (pip install tf-keras). Received: no tf_keras "
@@ -88,7 +88,7 @@ def keras_module(keras: str = "keras") -> Any:
 
 def _is_keras_3(keras_or_model: Any) -> bool:
     """Whether a Keras module, or a model, is Keras 3's (not Keras 2 nor tf-keras)."""
-    import keras  # pylint: disable=import-outside-toplevel
+    import keras  # Late: loads Keras.
 
     if not keras.__version__.startswith("2."):
         if isinstance(keras_or_model, type(keras)):
@@ -100,7 +100,7 @@ def _is_keras_3(keras_or_model: Any) -> bool:
 def _resolve_params(builtin: models.BuiltinModel, params: Mapping[str, Any]) -> dict[str, Any]:
     """The model_fn's full params (its own resolver: its checks, its defaults), refusing
     any the Keras conversion cannot express."""
-    import model_fns  # pylint: disable=import-outside-toplevel
+    import model_fns  # Late: loads TensorFlow.
 
     expressed = [n for n in builtin.params_table if n not in model_fns.TRAINING_PARAMS]
     ignored = model_fns.TRAINING_PARAMS + model_fns.TPU_ESTIMATOR_KEYS
@@ -142,7 +142,7 @@ def latest_checkpoint(model_dir: str) -> str:
     Raises:
       UsageError: ``model_dir`` is not a directory or holds no checkpoint.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     check_existing_dir("model_dir", model_dir)
     path = tf.train.latest_checkpoint(model_dir)
@@ -302,7 +302,7 @@ def _remove(path: str) -> None:
 def _serving_signature(keras_model: Any) -> Any:
     """A ``serving_default`` keyed like the model's dict inputs and outputs (Keras's own
     keys its outputs by layer name), so the Estimator export's clients keep their names."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     specs = {name: tf.TensorSpec(tensor.shape, tensor.dtype, name=name)
              for name, tensor in keras_model.input.items()}
@@ -317,8 +317,9 @@ def _serving_signature(keras_model: Any) -> Any:
 def _save_keras_3(keras_model: Any, path: str) -> None:
     """Saves a Keras 3 model: a ``.keras`` file, or a directory that both Keras 3's
     ``load_model`` (its unzipped format) and ``tf.saved_model.load`` read."""
-    import keras  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    # Late: loads TensorFlow.
+    import keras
+    import tensorflow as tf
 
     if path.endswith(".keras"):
         keras.saving.save_model(keras_model, path)

@@ -101,7 +101,7 @@ def _from_slurm(environ: Mapping[str, str]) -> cluster.TFConfig:
     rank_text = environ["SLURM_PROCID"]
     nodes_key, nodes = _slurm_var(environ, "NODELIST")
     tasks_key, tasks = _slurm_var(environ, "TASKS_PER_NODE")
-    from estimator_dist.mends import internals  # pylint: disable=import-outside-toplevel
+    from estimator_dist.mends import internals  # Late: loads TensorFlow.
 
     try:
         hosts = internals.expand_hostlist(nodes)

@@ -94,7 +94,7 @@ def newest_checkpoint_words(model_dir: str | None) -> str:
         return f"the checkpoints in {model_dir} stay as they are"
     try:
         latest = tf.train.latest_checkpoint(model_dir)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:  # Whatever the read raises.
         latest = None  # The line must still be printed, and the process ended.
     if latest is None:
         return f"{model_dir} holds no checkpoint yet"

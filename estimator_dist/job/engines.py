@@ -74,9 +74,9 @@ def check_settings(settings: RunSettings, engine: str) -> None:
 
 def _strategy(settings: RunSettings) -> tf.distribute.Strategy:
     """The strategy of the run's plan, as the Estimator path resolves it (one process)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
-    from estimator_dist import plan as plan_lib  # pylint: disable=import-outside-toplevel
+    from estimator_dist import plan as plan_lib  # Late: loads TensorFlow.
 
     plan = plan_lib.resolve(settings.kind, num_replicas=settings.num_replicas)
     return plan.config.train_distribute or tf.distribute.get_strategy()
@@ -85,7 +85,7 @@ def _strategy(settings: RunSettings) -> tf.distribute.Strategy:
 def _keras_engine(model: Any, train: Any, evaluation: Any, *, steps: int, batch_size: int,
                   eval_steps: int) -> tuple[dict[str, float], float]:
     """Trains with ``fit``; returns (eval metrics, training seconds)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     del batch_size  # fit reads the batches as the dataset makes them.
     marks = []
@@ -101,7 +101,7 @@ def _loop_engine(model: Any, train: Any, evaluation: Any, *, steps: int, batch_s
                  eval_steps: int) -> tuple[dict[str, float], float]:
     """Trains with a custom loop: ``strategy.run`` per step, ``strategy.reduce`` of sums."""
     del eval_steps  # The loop reads the eval set to its end.
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     strategy, total = model.distribute_strategy, tf.distribute.ReduceOp.SUM
 
@@ -170,9 +170,9 @@ def run(settings: RunSettings, engine: str) -> EngineResult:
       UsageError: settings the engine does not express (``check_settings``).
     """
     check_settings(settings, engine)
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
-    from input_fns import from_arrays  # pylint: disable=import-outside-toplevel
+    from input_fns import from_arrays  # Late: loads TensorFlow.
 
     strategy = _strategy(settings)
     builtin, settings = models.model_of(settings.model), settings.with_model_defaults()

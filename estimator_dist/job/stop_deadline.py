@@ -78,7 +78,7 @@ class Deadline:
         """The words of ``saved``; None without them, or when they cannot be had."""
         try:
             return self.saved() if self.saved else None
-        except Exception:  # pylint: disable=broad-except
+        except Exception:  # Whatever the caller's function raises.
             return None  # The line must still be printed, and the process ended.
 
 
@@ -149,7 +149,7 @@ def _saved(deadline: Deadline) -> bool:
     """Whether a settled task has saved what it owns (False when that cannot be read)."""
     try:
         return deadline.has_saved is None or deadline.has_saved()
-    except Exception:  # pylint: disable=broad-except
+    except Exception:  # Whatever the caller's function raises.
         return False  # The bound still ends it.
 
 

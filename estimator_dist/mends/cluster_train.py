@@ -31,7 +31,7 @@ _TF_ESTIMATOR_TRAIN = estimator_training.estimator_train
 def _estimator_train(estimator: tf.estimator.Estimator, train_distributed_fn: Callable[..., Any],
                      hooks: Any) -> Any:
     """``estimator_training.estimator_train`` that also runs in INDEPENDENT_WORKER mode."""
-    config = estimator._config  # pylint: disable=protected-access
+    config = estimator._config
     if config._distribute_coordinator_mode != dc.CoordinatorMode.INDEPENDENT_WORKER:
         return _TF_ESTIMATOR_TRAIN(estimator, train_distributed_fn, hooks)
 
@@ -44,7 +44,6 @@ def _estimator_train(estimator: tf.estimator.Estimator, train_distributed_fn: Ca
         local._config._distribute_coordinator_mode = None
         train_distributed_fn(local, strategy, hooks)
 
-    # pylint: disable=protected-access
     return dc.run_distribute_coordinator(
         worker_fn, config.train_distribute, mode=dc.CoordinatorMode.INDEPENDENT_WORKER,
         session_config=config.session_config)

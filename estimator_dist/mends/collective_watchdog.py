@@ -40,7 +40,6 @@ def apply(strategy: tf.distribute.Strategy,
           ) -> None:
     """Makes ``strategy``'s collectives run without a timeout, and ``strategy`` add
     ``make_hook(cluster, me)`` to every Estimator training spec."""
-    # pylint: disable=protected-access
     strategy.extended._communication_options.timeout_seconds = None
     extended.add_mixin(strategy, _StallWatchedExtended)
     strategy.extended._make_stall_hook = make_hook

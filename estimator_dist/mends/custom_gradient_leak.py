@@ -23,7 +23,6 @@ every graph of the process. ``make_run_config`` installs it (idempotent);
 """
 from __future__ import annotations
 
-# pylint: disable=protected-access  (TensorFlow's private decorator and registry are mended)
 import threading
 import weakref
 from typing import Any, Callable

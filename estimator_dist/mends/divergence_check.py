@@ -34,4 +34,4 @@ def apply(strategy: tf.distribute.Strategy,
           make_hook: Callable[[tf.distribute.Strategy], tf.compat.v1.train.SessionRunHook]) -> None:
     """Makes ``strategy`` add ``make_hook(strategy)`` to every Estimator training spec."""
     extended.add_mixin(strategy, _WatchedExtended)
-    strategy.extended._make_divergence_hook = make_hook  # pylint: disable=protected-access
+    strategy.extended._make_divergence_hook = make_hook

@@ -27,7 +27,7 @@ from tensorflow_estimator.python.estimator import early_stopping as tf_early_sto
 
 from estimator_dist.mends import internals
 
-_MultiWorkerHook = tf_early_stopping._MultiWorkerEarlyStoppingHook  # pylint: disable=protected-access
+_MultiWorkerHook = tf_early_stopping._MultiWorkerEarlyStoppingHook
 _TF_MAKE_HOOK = tf_early_stopping.make_early_stopping_hook
 _TF_BEGIN = _MultiWorkerHook.begin
 

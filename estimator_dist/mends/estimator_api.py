@@ -21,7 +21,7 @@ _API = {
 
 def install() -> None:
     """Binds tensorflow-estimator's API modules where TensorFlow 2.15 had them (idempotent)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     v1, v2 = (importlib.import_module(_API[version]) for version in ("v1", "v2"))
     tf.estimator = v2

@@ -17,7 +17,6 @@ API_NAME = "estimator"
 
 def install() -> None:
     """Registers the ``estimator`` API with ``tf_export`` (idempotent)."""
-    # pylint: disable=protected-access
     attributes = tf_export._Attributes
     tf_export.ESTIMATOR_API_NAME = API_NAME
     tf_export.API_ATTRS.setdefault(

@@ -52,7 +52,7 @@ def _keras(version: str) -> Callable[[], types.ModuleType]:
 
 def tensorflow_view() -> types.ModuleType:
     """TensorFlow as tensorflow-estimator should see it: Keras names go to tf-keras."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     compat = _View(tf.compat, {
         "v1": lambda: _View(tf.compat.v1, {"keras": _keras("v1")}),
@@ -64,9 +64,10 @@ def tensorflow_view() -> types.ModuleType:
 _VIEW: list[types.ModuleType] = []
 
 
+# __import__'s own signature, builtins' names included.
 def _import(name: str, globals: Mapping[str, object] | None = None,
             locals: Mapping[str, object] | None = None, fromlist: Sequence[str] = (),
-            level: int = 0) -> types.ModuleType:  # pylint: disable=redefined-builtin
+            level: int = 0) -> types.ModuleType:
     if name == "tensorflow" and not fromlist and level == 0:
         if not _VIEW:
             _VIEW.append(tensorflow_view())
@@ -124,7 +125,7 @@ def install() -> None:
     try:  # A missing tf-keras is reported here, not at the first canned estimator.
         importlib.import_module(_KERAS["v2"])
     except ImportError as error:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        import tensorflow as tf  # Late: loads TensorFlow.
 
         release = ".".join(tf.__version__.split(".")[:2])
         raise ImportError(

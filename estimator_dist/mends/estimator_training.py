@@ -35,7 +35,7 @@ _MODES = (coordinator.CoordinatorMode.STANDALONE_CLIENT,
 
 def install() -> None:
     """Makes this module importable under TensorFlow's old name (idempotent)."""
-    from tensorflow.python import distribute  # pylint: disable=import-outside-toplevel
+    from tensorflow.python import distribute  # Late: loads TensorFlow.
 
     sys.modules.setdefault(MODULE, sys.modules[__name__])
     distribute.estimator_training = sys.modules[MODULE]
@@ -60,7 +60,6 @@ def _global_id(cluster_spec: Any, task_type: str | None, task_id: int) -> int:
 def _init_run_config_from_worker_context(config: tf.estimator.RunConfig,
                                          worker_context: Any) -> None:
     """Fills ``config``'s distributed settings from the coordinator's worker context."""
-    # pylint: disable=protected-access
     config._service = None
     config._cluster_spec = worker_context.cluster_spec
     config._task_type = worker_context.task_type
@@ -88,7 +87,6 @@ def _init_run_config_from_worker_context(config: tf.estimator.RunConfig,
 
 def _take_experimental_distribute(config: tf.estimator.RunConfig) -> None:
     """Moves ``experimental_distribute``'s strategies to the config's own fields."""
-    # pylint: disable=protected-access
     experimental = config._experimental_distribute
     if experimental is None:
         return
@@ -104,7 +102,6 @@ def _take_experimental_distribute(config: tf.estimator.RunConfig) -> None:
 
 def init_run_config(config: tf.estimator.RunConfig, tf_config: dict[str, Any]) -> None:
     """Sets ``config``'s coordinator mode and cluster from ``tf_config`` (TF_CONFIG)."""
-    # pylint: disable=protected-access
     _take_experimental_distribute(config)
     cluster_spec = server_lib.ClusterSpec(tf_config.get("cluster", {}))
     config._init_distributed_setting_from_environment_var({})
@@ -151,7 +148,6 @@ def _local_estimator(estimator: tf.estimator.Estimator, field: str,
                      strategy: tf.distribute.Strategy) -> tf.estimator.Estimator:
     """A copy of ``estimator`` that runs ``strategy`` as this task, off the coordinator."""
     local = copy.deepcopy(estimator)
-    # pylint: disable=protected-access
     setattr(local._config, "_" + field, strategy)
     _init_run_config_from_worker_context(local._config,
                                          coordinator_context.get_current_worker_context())
@@ -166,7 +162,7 @@ def train_and_evaluate(estimator: tf.estimator.Estimator, train_spec: tf.estimat
                        eval_spec: tf.estimator.EvalSpec, executor_cls: type) -> None:
     """``train_and_evaluate`` on a cluster, each task's part run by the coordinator."""
     run_config = estimator.config
-    mode = run_config._distribute_coordinator_mode  # pylint: disable=protected-access
+    mode = run_config._distribute_coordinator_mode
     if not mode:
         raise ValueError("Distribute coordinator mode is not specified in `RunConfig`.")
 
@@ -183,8 +179,7 @@ def train_and_evaluate(estimator: tf.estimator.Estimator, train_spec: tf.estimat
     def _eval_fn(strategy: tf.distribute.Strategy) -> None:
         local = _local_estimator(estimator, "eval_distribute", strategy)
         executor = executor_cls(local, train_spec, eval_spec)
-        executor._start_continuous_evaluation()  # pylint: disable=protected-access
-
+        executor._start_continuous_evaluation()
     standalone = mode == coordinator.CoordinatorMode.STANDALONE_CLIENT
     coordinator.run_distribute_coordinator(
         _worker_fn, run_config.train_distribute, _eval_fn, run_config.eval_distribute,
@@ -195,13 +190,13 @@ def train_and_evaluate(estimator: tf.estimator.Estimator, train_spec: tf.estimat
 def _run_on_cluster(estimator: tf.estimator.Estimator, field: str,
                     distributed_fn: Callable[..., Any], hooks: Any, method: str) -> Any:
     """``Estimator.train`` or ``evaluate`` through the coordinator (standalone client)."""
-    run_config = estimator._config  # pylint: disable=protected-access
+    run_config = estimator._config
     cluster_spec = multi_worker_util.normalize_cluster_spec(run_config.cluster_spec)
     strategy = getattr(run_config, field)
     if EVALUATOR in cluster_spec.jobs:
         raise ValueError("'evaluator' job is not supported if you don't use "
                          "`train_and_evaluate`")
-    mode = run_config._distribute_coordinator_mode  # pylint: disable=protected-access
+    mode = run_config._distribute_coordinator_mode
     if mode != coordinator.CoordinatorMode.STANDALONE_CLIENT:
         raise ValueError(f"Only `STANDALONE_CLIENT` mode is supported when you call "
                          f"`{method}`")

@@ -34,10 +34,9 @@ from typing import Any
 import tensorflow as tf
 from tensorflow_estimator.python.estimator import training as tf_training
 
-_Executor = tf_training._TrainingExecutor  # pylint: disable=protected-access
-_EvalStatus = tf_training._EvalStatus  # pylint: disable=protected-access
-_assert_eval_spec = tf_training._assert_eval_spec  # pylint: disable=protected-access
-
+_Executor = tf_training._TrainingExecutor
+_EvalStatus = tf_training._EvalStatus
+_assert_eval_spec = tf_training._assert_eval_spec
 _POLL_SECONDS = 1.0
 _ANNOUNCE_AFTER_SECONDS = 30
 _ANNOUNCE_EVERY_SECONDS = 60
@@ -128,7 +127,6 @@ class _FinalCheckpoint:
 
 def _final_checkpoint(executor: Any) -> _FinalCheckpoint:
     """The executor's ``_FinalCheckpoint``, made on first use."""
-    # pylint: disable=protected-access
     final = getattr(executor, "_estimator_dist_final", None)
     if final is None:
         final = _FinalCheckpoint(executor._estimator, executor._train_spec.max_steps)
@@ -138,7 +136,6 @@ def _final_checkpoint(executor: Any) -> _FinalCheckpoint:
 
 def _start_continuous_evaluation(self: Any) -> None:
     """TensorFlow's loop, its start delay a wait that the final checkpoint ends."""
-    # pylint: disable=protected-access
     _assert_eval_spec(self._eval_spec)
     final = _final_checkpoint(self)
     if self._eval_spec.start_delay_secs:
@@ -165,7 +162,6 @@ def _start_continuous_evaluation(self: Any) -> None:
 def _execute_evaluator_once(self: Any, evaluator: Any, continuous_eval_listener: Any,
                             throttle_secs: float) -> tuple[Any, bool]:
     """TensorFlow's evaluation pass, its throttle a wait that the final checkpoint ends."""
-    # pylint: disable=protected-access
     _assert_eval_spec(self._eval_spec)
     start = time.time()
     if not continuous_eval_listener.before_eval():
@@ -194,6 +190,5 @@ def _execute_evaluator_once(self: Any, evaluator: Any, continuous_eval_listener:
 
 def install() -> None:
     """Ends the evaluator's waits at the final checkpoint (idempotent)."""
-    # pylint: disable=protected-access
     _Executor._start_continuous_evaluation = _start_continuous_evaluation
     _Executor._execute_evaluator_once = _execute_evaluator_once

@@ -132,7 +132,7 @@ class EndTogetherIterator:
         local = self._strategy.experimental_local_results  # One replica per worker.
         flags = tf.cast(tf.stack([local(has_data)[0], local(has_next)[0]]), tf.float32)
         counts = self._strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None)
-        workers = float(self._strategy.extended._num_workers)  # pylint: disable=protected-access
+        workers = float(self._strategy.extended._num_workers)
         go_on = tf.compat.v1.py_func(_stop_unless_all, [counts[0], workers], tf.bool,
                                      stateful=True, name="input_empty_on_a_worker")
         tf.compat.v1.add_to_collection(_WORKERS_WITH_NEXT, counts[1] < workers)
@@ -143,7 +143,6 @@ class EndTogetherIterator:
 def _in_loop() -> bool:
     """Whether ops built now run in a loop body (v1 or v2 control flow)."""
     graph = tf.compat.v1.get_default_graph()
-    # pylint: disable=protected-access
     return isinstance(graph, func_graph.FuncGraph) or graph._get_control_flow_context() is not None
 
 

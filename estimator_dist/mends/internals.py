@@ -49,16 +49,13 @@ def num_workers(strategy: tf.distribute.Strategy) -> int:
 def worker_index(strategy: tf.distribute.Strategy) -> int:
     """This worker's index among ``strategy``'s workers (a multi-worker strategy)."""
     extended = strategy.extended
-    # pylint: disable=protected-access
     return multi_worker_util.id_in_cluster(extended._cluster_spec, extended._task_type,
                                            extended._task_id)
 
 
 def in_multi_worker_mode(strategy: tf.distribute.Strategy) -> bool:
     """Whether ``strategy`` spans several workers."""
-    return strategy.extended._in_multi_worker_mode()  # pylint: disable=protected-access
-
-
+    return strategy.extended._in_multi_worker_mode()
 def collectives_configurable() -> bool:
     """Whether TensorFlow's collective ops can still be configured in this process.
 
@@ -67,7 +64,6 @@ def collectives_configurable() -> bool:
     must be configured at program startup"); in graph mode the session configures them.
     """
     eager = context.context()
-    # pylint: disable=protected-access
     return not (tf.compat.v1.executing_eagerly_outside_functions() and eager._initialized
                 and eager._collective_leader is None)
 
@@ -77,7 +73,7 @@ _SESSION_FILE = os.path.join("training", "monitored_session.py")
 
 def in_monitored_session(ident: int) -> bool:
     """Whether thread ``ident`` is inside TensorFlow's monitored session code right now."""
-    frame: types.FrameType | None = sys._current_frames().get(ident)  # pylint: disable=protected-access
+    frame: types.FrameType | None = sys._current_frames().get(ident)
     while frame is not None:
         if frame.f_code.co_filename.endswith(_SESSION_FILE):
             return True
@@ -93,7 +89,7 @@ def estimator_training() -> tuple[int, str | None] | None:
     """(thread ident, model dir) of a thread inside an Estimator's training loop (session
     creation, steps, hooks, the session's close), else None."""
     frame: types.FrameType | None
-    for ident, frame in sys._current_frames().items():  # pylint: disable=protected-access
+    for ident, frame in sys._current_frames().items():
         while frame is not None:
             code = frame.f_code
             if code.co_name in _TRAINING_LOOPS and code.co_filename.endswith(_ESTIMATOR_FILE):

@@ -24,11 +24,12 @@ _COUNTERS = "object_name_uids"
 
 def install() -> None:
     """Wraps Estimator._call_model_fn (idempotent)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    from keras.src.backend.common import global_state  # pylint: disable=import-outside-toplevel
-    from tensorflow_estimator.python.estimator import estimator  # pylint: disable=import-outside-toplevel
+    # Late: loads TensorFlow.
+    import tensorflow as tf
+    from keras.src.backend.common import global_state
+    from tensorflow_estimator.python.estimator import estimator
 
-    call_model_fn = estimator.Estimator._call_model_fn  # pylint: disable=protected-access
+    call_model_fn = estimator.Estimator._call_model_fn
     if getattr(call_model_fn, "_per_graph_keras_names", False):
         return
     per_graph: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
@@ -45,4 +46,4 @@ def install() -> None:
             global_state.set_global_attribute(_COUNTERS, before)
 
     _call_model_fn._per_graph_keras_names = True  # type: ignore[attr-defined]  # The mark.
-    estimator.Estimator._call_model_fn = _call_model_fn  # pylint: disable=protected-access
+    estimator.Estimator._call_model_fn = _call_model_fn

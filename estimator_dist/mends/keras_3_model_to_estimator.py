@@ -19,7 +19,8 @@ def _keras_3(model: Any) -> bool:
     return type(model).__module__.split(".")[0] == "keras"
 
 
-def model_to_estimator(keras_model: Any = None, *args: Any, **kwargs: Any) -> Any:  # pylint: disable=keyword-arg-before-vararg
+# keras_model first and optional, as in tensorflow-estimator's own signature.
+def model_to_estimator(keras_model: Any = None, *args: Any, **kwargs: Any) -> Any:
     """tensorflow-estimator's ``model_to_estimator`` for tf-keras models; a Keras 3 model is
     refused in one line."""
     if keras_model is not None and _keras_3(keras_model):
@@ -29,14 +30,14 @@ def model_to_estimator(keras_model: Any = None, *args: Any, **kwargs: Any) -> An
             "tf_keras as keras`, or run with TF_USE_LEGACY_KERAS=1 so that tf.keras is "
             f"tf-keras. Received: keras_model={type(keras_model).__module__}."
             f"{type(keras_model).__name__} {getattr(keras_model, 'name', '')!r}")
-    from tensorflow_estimator.python.estimator import keras_lib  # pylint: disable=import-outside-toplevel
+    from tensorflow_estimator.python.estimator import keras_lib  # Late: loads TensorFlow.
 
     return keras_lib.model_to_estimator(keras_model, *args, **kwargs)
 
 
 def install() -> None:
     """Gives Keras 3's ``tf.keras`` an ``estimator`` module (idempotent)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     if hasattr(tf.keras, "estimator"):  # tf-keras (TF_USE_LEGACY_KERAS=1) has its own.
         return

@@ -33,7 +33,7 @@ from tensorflow_estimator.python.estimator import estimator as estimator_lib
 from estimator_dist import run_config_facts
 
 _Optimizer = tf.compat.v1.train.Optimizer
-_TF_CALL_MODEL_FN = estimator_lib.Estimator._call_model_fn  # pylint: disable=protected-access
+_TF_CALL_MODEL_FN = estimator_lib.Estimator._call_model_fn
 _TF_COMPUTE_GRADIENTS = _Optimizer.compute_gradients
 _TF_APPLY_GRADIENTS = _Optimizer.apply_gradients
 _SCALING = threading.local()  # .active: a float16 TRAIN model_fn runs in this thread.
@@ -62,7 +62,7 @@ def loss_scale_optimizer_of(optimizer: tf.compat.v1.train.Optimizer) -> Any:
     wrapper = optimizer.__dict__.get(_WRAPPER_ATTR)
     if wrapper is None:
         wrapper = loss_scale_optimizer.MixedPrecisionLossScaleOptimizer(optimizer, "dynamic")
-        wrapper._optimizer = _Unscaled(optimizer)  # pylint: disable=protected-access
+        wrapper._optimizer = _Unscaled(optimizer)
         setattr(optimizer, _WRAPPER_ATTR, wrapper)
     return wrapper
 
@@ -84,7 +84,7 @@ def _apply_gradients(self: tf.compat.v1.train.Optimizer, *args: Any, **kwargs: A
     return _TF_APPLY_GRADIENTS(self, *args, **kwargs)
 
 
-class scaled:  # pylint: disable=invalid-name
+class scaled:  # Lower case: used as a function, ``with scaled():``.
     """Context in which the v1 optimizers of this thread scale their loss dynamically."""
 
     def __enter__(self) -> scaled:
@@ -107,6 +107,6 @@ def _call_model_fn(self: tf.estimator.Estimator, features: Any, labels: Any, mod
 
 def install() -> None:
     """Scales the loss of v1 optimizers in float16 TRAIN model_fns (idempotent)."""
-    estimator_lib.Estimator._call_model_fn = _call_model_fn  # pylint: disable=protected-access
+    estimator_lib.Estimator._call_model_fn = _call_model_fn
     _Optimizer.compute_gradients = _compute_gradients
     _Optimizer.apply_gradients = _apply_gradients

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 
 def apply(estimator: tf.estimator.Estimator, by_mode: Mapping[str, Any]) -> None:
     """Makes ``estimator`` hand its input_fn and model_fn ``by_mode[mode]`` as ``params``."""
-    # pylint: disable=protected-access
     estimator._params_by_mode = by_mode
     estimator._call_input_fn = types.MethodType(_call_input_fn_by_mode, estimator)
     estimator._call_model_fn = types.MethodType(_call_model_fn_by_mode, estimator)
@@ -26,7 +25,6 @@ def apply(estimator: tf.estimator.Estimator, by_mode: Mapping[str, Any]) -> None
 
 @contextlib.contextmanager
 def _params_of(estimator: tf.estimator.Estimator, mode: str) -> Iterator[None]:
-    # pylint: disable=protected-access
     kept, estimator._params = estimator._params, estimator._params_by_mode[mode]
     try:
         yield

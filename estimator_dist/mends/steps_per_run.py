@@ -136,7 +136,6 @@ class _LoopTrainPath(extended.Mixin):
         worker_hooks = []
         with tf.Graph().as_default() as graph:
             steps_variable = basic_session_run_hooks.get_or_create_steps_per_run_variable()
-            # pylint: disable=protected-access
             with strategy.scope(), strategy._scale_loss_for_estimator_enabled():
                 v1.random.set_random_seed(self._config.tf_random_seed)
                 iterator, input_hooks = self._get_iterator_from_input_fn(

@@ -21,7 +21,7 @@ class _RefusesPlainEstimator(extended.Mixin):
     @property
     def train_distribute(self) -> None:
         """None, as for any TPUEstimator config; refuses a plain Estimator."""
-        owner = sys._getframe(1).f_locals.get("self")  # pylint: disable=protected-access
+        owner = sys._getframe(1).f_locals.get("self")
         if (isinstance(owner, tf.compat.v1.estimator.Estimator)
                 and not isinstance(owner, tf.compat.v1.estimator.tpu.TPUEstimator)):
             raise UsageError(

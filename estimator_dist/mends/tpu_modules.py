@@ -62,7 +62,7 @@ class _StandIn(types.ModuleType):
 
 def install() -> None:
     """Registers the stand-ins where TensorFlow 2.15 had the modules (idempotent)."""
-    from tensorflow.python import tpu  # pylint: disable=import-outside-toplevel
+    from tensorflow.python import tpu  # Late: loads TensorFlow.
 
     for module, piece in _MODULES.items():
         name = f"{_PACKAGE}.{module}"

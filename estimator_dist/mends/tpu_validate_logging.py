@@ -24,7 +24,7 @@ class _LogsByStepOnCpu(extended.Mixin):
     def log_step_count_steps(self) -> int | None:
         steps = super().log_step_count_steps
         iterations = self.tpu_config.iterations_per_loop
-        owner = sys._getframe(1).f_locals.get("self")  # pylint: disable=protected-access
+        owner = sys._getframe(1).f_locals.get("self")
         if (steps and not self.use_tpu and isinstance(iterations, int)
                 and isinstance(owner, tf.compat.v1.estimator.tpu.TPUEstimator)):
             return steps * iterations

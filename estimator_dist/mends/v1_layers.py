@@ -17,7 +17,7 @@ _LEGACY = "tf_keras.api._v1.keras.__internal__.legacy"
 
 def install() -> None:
     """Binds the v1 layers and RNN cells to tf-keras's (idempotent)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     tf.compat.v1.layers = importlib.import_module(f"{_LEGACY}.layers")
     tf.compat.v1.nn.rnn_cell = importlib.import_module(f"{_LEGACY}.rnn_cell")

@@ -180,6 +180,7 @@ def train_and_evaluate(estimator: tf.estimator.Estimator, train_spec: tf.estimat
         local = _local_estimator(estimator, "eval_distribute", strategy)
         executor = executor_cls(local, train_spec, eval_spec)
         executor._start_continuous_evaluation()
+
     standalone = mode == coordinator.CoordinatorMode.STANDALONE_CLIENT
     coordinator.run_distribute_coordinator(
         _worker_fn, run_config.train_distribute, _eval_fn, run_config.eval_distribute,

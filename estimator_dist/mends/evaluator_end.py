@@ -37,6 +37,7 @@ from tensorflow_estimator.python.estimator import training as tf_training
 _Executor = tf_training._TrainingExecutor
 _EvalStatus = tf_training._EvalStatus
 _assert_eval_spec = tf_training._assert_eval_spec
+
 _POLL_SECONDS = 1.0
 _ANNOUNCE_AFTER_SECONDS = 30
 _ANNOUNCE_EVERY_SECONDS = 60

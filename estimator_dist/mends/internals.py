@@ -56,6 +56,8 @@ def worker_index(strategy: tf.distribute.Strategy) -> int:
 def in_multi_worker_mode(strategy: tf.distribute.Strategy) -> bool:
     """Whether ``strategy`` spans several workers."""
     return strategy.extended._in_multi_worker_mode()
+
+
 def collectives_configurable() -> bool:
     """Whether TensorFlow's collective ops can still be configured in this process.
 

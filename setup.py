@@ -33,6 +33,8 @@ setup(
     license="Apache-2.0",
     packages=find_packages(include=["estimator_dist", "estimator_dist.*", "model_fns",
                                     "model_fns.*", "input_fns", "input_fns.*"]),
+    # PEP 561: the packages' annotations are for their users' type checkers too.
+    package_data={name: ["py.typed"] for name in ("estimator_dist", "model_fns", "input_fns")},
     python_requires=">=3.9,<3.14",
     install_requires=_TENSORFLOW + [
         "tensorflow-estimator==2.15.0",

@@ -4,7 +4,7 @@ the width of ``x``, and the eval set holds at least one batch)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from estimator_dist.errors import UsageError
 from input_fns import check_files, from_arrays, from_files
@@ -68,7 +68,7 @@ def _checked_sample(name: str, files: Sequence[str], settings: RunSettings) -> S
 
 
 def _check_samples(settings: RunSettings, eval_files: Sequence[str]) -> None:
-    train = _checked_sample("train_data", settings.train_data, settings)
+    train = _checked_sample("train_data", cast(list[str], settings.train_data), settings)
     if eval_files is settings.train_data:
         evaluation = train
     else:
@@ -82,8 +82,9 @@ def _check_samples(settings: RunSettings, eval_files: Sequence[str]) -> None:
 
 
 def _file_data(model: BuiltinModel, settings: RunSettings) -> Data:
-    eval_files = settings.eval_data or settings.train_data
-    train_fn = _files_input_fn("train_data", settings.train_data, model,
+    # Files are read when train_data is set.
+    eval_files = cast(list[str], settings.eval_data or settings.train_data)
+    train_fn = _files_input_fn("train_data", cast(list[str], settings.train_data), model,
                                batch_size=settings.batch_size, seed=settings.seed)
     eval_fn = _files_input_fn("eval_data", eval_files, model, batch_size=settings.batch_size,
                               shuffle=False, num_epochs=1)

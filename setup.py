@@ -33,6 +33,8 @@ setup(
     license="Apache-2.0",
     packages=find_packages(include=["estimator_dist", "estimator_dist.*", "model_fns",
                                     "model_fns.*", "input_fns", "input_fns.*"]),
+    # PEP 561: the packages' annotations are for their users' type checkers too.
+    package_data={name: ["py.typed"] for name in ("estimator_dist", "model_fns", "input_fns")},
     python_requires=">=3.9,<3.14",
     install_requires=_TENSORFLOW + [
         "tensorflow-estimator==2.15.0",
@@ -42,7 +44,7 @@ setup(
     extras_require={
         "report": ["matplotlib>=3.5"],
         "test": ["pytest>=7", "pytest-timeout>=2.1", "matplotlib>=3.5", "pandas>=1.3,<3",
-                 "ruff>=0.5"],
+                 "ruff>=0.5", "mypy>=1.10"],
     },
     entry_points={
         "console_scripts": [

@@ -14,8 +14,10 @@ TensorFlow is imported already, else as soon as it is (docs/install.md).
 Names are loaded on first use, so ``python -m estimator_dist.train`` can quiet
 TensorFlow's logging before TensorFlow is imported.
 """
+from __future__ import annotations
+
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from estimator_dist import mends as _mends
 
@@ -62,11 +64,11 @@ if TYPE_CHECKING:  # The names _EXPORTS loads lazily, spelled out for IDEs and t
     from estimator_dist.hooks.preemption import Preempted, PreemptionHook
 
 
-def _kept_tpu_estimator(*args, **kwargs):
+def _kept_tpu_estimator(*args: Any, **kwargs: Any) -> Any:
     """``estimator.kept_tpu_estimator``, imported on first use (a user may build a
     ``TPUEstimator`` having imported only ``make_run_config``): the package hands it to the
     mend, which lives below the Estimator builder."""
-    from estimator_dist import estimator  # pylint: disable=import-outside-toplevel
+    from estimator_dist import estimator  # Late: loads TensorFlow.
 
     return estimator.kept_tpu_estimator(*args, **kwargs)
 
@@ -75,7 +77,7 @@ _mends.provide("tpu_estimator_kept", build=_kept_tpu_estimator)
 _mends.install_on_import()
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     try:
         module = _EXPORTS[name]
     except KeyError:
@@ -83,5 +85,5 @@ def __getattr__(name):
     return getattr(importlib.import_module(module), name)
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return __all__

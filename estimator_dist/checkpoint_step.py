@@ -6,6 +6,8 @@ imports neither TensorFlow nor numpy (both start threads, and it unshares a user
 namespace, which the kernel refuses to a process that runs threads), so the file is read
 here as text: one reader for the launcher, the stop deadline and the train job.
 """
+from __future__ import annotations
+
 import os
 import re
 
@@ -13,7 +15,7 @@ _CHECKPOINT_PATH = re.compile(r'^model_checkpoint_path:\s*"(?P<path>.*)"\s*$', r
 _STEP = re.compile(r"-(?P<step>\d+)$")
 
 
-def step_of(prefix):
+def step_of(prefix: str | None) -> int:
     """The step in a checkpoint prefix (``.../model.ckpt-120`` -> 120); 0 for None."""
     if prefix is None:
         return 0
@@ -23,7 +25,7 @@ def step_of(prefix):
     return int(found["step"])
 
 
-def newest_step(model_dir):
+def newest_step(model_dir: str | None) -> int | None:
     """The global step of ``model_dir``'s newest checkpoint; 0 when it has none yet; None
     when it cannot be read from here (no model dir, a bucket, a damaged file)."""
     if model_dir is None or "://" in model_dir:

@@ -1,18 +1,24 @@
 """JSON and YAML files of settings (a run's ``--config``, a checkpoint mapping), read
 safely: no YAML aliases, no duplicate keys, one-line errors naming the file."""
+from __future__ import annotations
+
 import json
 import pathlib
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from estimator_dist.errors import UsageError
 
+if TYPE_CHECKING:
+    import os
 
-class _PlainLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+
+class _PlainLoader(yaml.SafeLoader):
     """Safe loading without aliases (an alias bomb expands a few bytes into gigabytes)
     and without duplicate keys (YAML keeps the last one silently)."""
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(
@@ -20,7 +26,7 @@ class _PlainLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
                 event.start_mark)
         return super().compose_node(parent, index)
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
@@ -31,7 +37,7 @@ class _PlainLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
         return super().construct_mapping(node, deep=deep)
 
 
-def _json_object(pairs):
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     keys = [key for key, _ in pairs]
     for key in keys:
         if keys.count(key) > 1:
@@ -39,7 +45,7 @@ def _json_object(pairs):
     return dict(pairs)
 
 
-def load_file(path):
+def load_file(path: str | os.PathLike) -> Any:
     """Reads a JSON or YAML settings file into a dict: safe loading, no YAML aliases, no
     duplicate keys."""
     path = pathlib.Path(path)
@@ -72,12 +78,12 @@ def load_file(path):
 MAX_NESTING = 100
 
 
-def _too_deep(path, received):
+def _too_deep(path: pathlib.Path, received: str) -> UsageError:
     return UsageError(f"config file must nest at most {MAX_NESTING} levels. "
                       f"Received: {str(path)!r} ({received})")
 
 
-def _flow_depth(text):
+def _flow_depth(text: str) -> int:
     """The deepest nesting of [ and { in ``text``, brackets inside quotes not counted."""
     depth = deepest = 0
     quote = None

@@ -2,6 +2,8 @@
 
 Both sets are drawn from a fixed seed, so every run sees the same numbers.
 """
+from __future__ import annotations
+
 import dataclasses
 
 import numpy as np
@@ -11,11 +13,11 @@ import numpy as np
 class Split:
     """Features (a dict with ``x``) and integer class labels."""
 
-    features: dict
+    features: dict[str, np.ndarray]
     labels: np.ndarray
 
 
-def blobs(num_examples, *, dim=16, num_classes=3, seed=0):
+def blobs(num_examples: int, *, dim: int = 16, num_classes: int = 3, seed: int = 0) -> Split:
     """Gaussian clusters in ``dim`` dimensions, one per class, that overlap: the best
     possible accuracy is about 0.97."""
     rng = np.random.default_rng(seed)
@@ -25,7 +27,7 @@ def blobs(num_examples, *, dim=16, num_classes=3, seed=0):
     return Split({"x": x.astype(np.float32)}, labels.astype(np.int64))
 
 
-def waves(num_examples, *, time_steps=24, num_classes=3, seed=0):
+def waves(num_examples: int, *, time_steps: int = 24, num_classes: int = 3, seed: int = 0) -> Split:
     """Noisy sine waves with a random phase; the class is the frequency band."""
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, num_classes, num_examples)

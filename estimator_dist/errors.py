@@ -6,16 +6,21 @@ received, e.g. ``num_replicas must be a positive int. Received: num_replicas=0``
 (``commands.cli.run``) prints each of the three as one line on stderr and exits with
 code 2 (``UsageError``), 1 (``EnvironmentFault``) or the ``TaskEnd``'s own.
 """
+from __future__ import annotations
+
 import difflib
 import errno
 import os
+from typing import Any, Iterable, Mapping, TypeVar
+
+_Entry = TypeVar("_Entry")
 
 
 class UsageError(ValueError):
     """A user mistake: a bad argument, flag, file or environment setting."""
 
 
-def check_positive_int(name, value, *, allow_none=False):
+def check_positive_int(name: str, value: Any, *, allow_none: bool = False) -> Any:
     """Returns ``value`` if it is a positive int (or None when allowed), else raises."""
     if value is None and allow_none:
         return value
@@ -24,13 +29,14 @@ def check_positive_int(name, value, *, allow_none=False):
     return value
 
 
-def nearest_hint(word, candidates):
+def nearest_hint(word: str, candidates: Iterable[str]) -> str:
     """`` (did you mean 'X'?)`` for the closest candidate, or an empty string."""
     near = difflib.get_close_matches(word, candidates, n=1)
     return f" (did you mean {near[0]!r}?)" if near else ""
 
 
-def entry_of(table, name, value, *, listed=None):
+def entry_of(table: Mapping[Any, _Entry], name: str, value: Any, *,
+             listed: str | None = None) -> _Entry:
     """Returns ``table[value]``; an unknown ``value`` raises, listing the valid names
     (``listed``, default: the table's keys)."""
     try:
@@ -40,14 +46,14 @@ def entry_of(table, name, value, *, listed=None):
         raise UsageError(f"{name} must be one of {listed}. Received: {name}={value!r}") from None
 
 
-def check_existing_dir(name, path):
+def check_existing_dir(name: str, path: Any) -> str:
     """Returns ``path`` if it is an existing directory, else raises."""
     if not isinstance(path, str) or not os.path.isdir(path):
         raise UsageError(f"{name} must be an existing directory. Received: {name}={path!r}")
     return path
 
 
-def check_writable_path(name, path, *, is_dir):
+def check_writable_path(name: str, path: str | os.PathLike, *, is_dir: bool) -> str:
     """Returns ``path`` if it can be written (as a directory when ``is_dir``, else as a file):
     it is not the other kind, and its nearest existing parent is a writable directory."""
     path = os.path.abspath(path)
@@ -65,7 +71,7 @@ def check_writable_path(name, path, *, is_dir):
     return path
 
 
-def os_fault(name, error, path=None):
+def os_fault(name: str, error: OSError, path: str | None = None) -> UsageError | EnvironmentFault:
     """The one-line error for an ``OSError`` while writing ``name`` (at ``path``): the
     machine's fault when the disk is full, else the path's."""
     path = error.filename or path
@@ -93,6 +99,6 @@ class TaskEnd(BaseException):
       exit_code: the process's exit code, ``128 + signal``.
     """
 
-    def __init__(self, message, exit_code):
+    def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code

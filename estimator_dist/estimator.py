@@ -2,8 +2,11 @@
 ``TPUEstimator``; and what a ``TPUEstimator(...)`` constructor given a strategy config
 builds instead (mend ``tpu_estimator_kept``, which ``estimator_dist/__init__.py`` hands
 ``kept_tpu_estimator``)."""
+from __future__ import annotations
+
 import functools
 import inspect
+from typing import Any, Callable, Mapping, cast
 
 import tensorflow as tf
 
@@ -14,10 +17,15 @@ from estimator_dist import mends, run_config_facts
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 _MODE = tf.estimator.ModeKeys
+# ``model_fn(features, labels, mode, params, config)``, or any of its leading arguments.
+ModelFn = Callable[..., Any]
 
 
-def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch_size=None,
-                   predict_batch_size=None, warm_start_from=None, steps_per_run=None):
+def make_estimator(model_fn: ModelFn, config: tf.estimator.RunConfig,
+                   params: Mapping[str, Any] | None = None, *, batch_size: int | None = None,
+                   eval_batch_size: int | None = None, predict_batch_size: int | None = None,
+                   warm_start_from: Any = None,
+                   steps_per_run: int | None = None) -> tf.estimator.Estimator:
     """Returns the Estimator that runs ``model_fn`` under ``config``.
 
     A plain ``tf.estimator.Estimator`` for every strategy but "tpu"; for "tpu" a
@@ -71,7 +79,7 @@ def make_estimator(model_fn, config, params=None, *, batch_size=None, eval_batch
         predict_batch_size=sizes[_MODE.PREDICT], warm_start_from=warm_start_from)
 
 
-def steps_per_run_of(config, steps_per_run=None):
+def steps_per_run_of(config: tf.estimator.RunConfig, steps_per_run: int | None = None) -> int:
     """``steps_per_run`` when given, else the one ``config`` carries (else 1); checked."""
     if steps_per_run is None:
         steps_per_run = run_config_facts.steps_per_run_of(config)
@@ -91,8 +99,10 @@ class LoopEstimator(tf.estimator.Estimator):
       UsageError: ``steps_per_run > 1`` with the mend turned off.
     """
 
-    def __init__(self, model_fn, model_dir=None, config=None, params=None,
-                 warm_start_from=None, *, steps_per_run=1):
+    def __init__(self, model_fn: ModelFn, model_dir: str | None = None,
+                 config: tf.estimator.RunConfig | None = None,
+                 params: Mapping[str, Any] | None = None, warm_start_from: Any = None, *,
+                 steps_per_run: int = 1) -> None:
         check_positive_int("steps_per_run", steps_per_run)
         super().__init__(model_fn, model_dir=model_dir, config=config, params=params,
                          warm_start_from=warm_start_from)
@@ -101,13 +111,17 @@ class LoopEstimator(tf.estimator.Estimator):
             mends.apply("steps_per_run", self, asked=f"steps_per_run={steps_per_run}")
 
     @property
-    def steps_per_run(self):
+    def steps_per_run(self) -> int:
         return self._steps_per_run
 
 
-def kept_tpu_estimator(model_fn=None, model_dir=None, config=None, params=None, use_tpu=True,
-                       train_batch_size=None, eval_batch_size=None, predict_batch_size=None,
-                       *args, warm_start_from=None, embedding_config_spec=None, **kwargs):
+def kept_tpu_estimator(model_fn: ModelFn | None = None, model_dir: str | None = None,
+                       config: tf.estimator.RunConfig | None = None,
+                       params: Mapping[str, Any] | None = None, use_tpu: bool = True,
+                       train_batch_size: int | None = None, eval_batch_size: int | None = None,
+                       predict_batch_size: int | None = None, *args: Any,
+                       warm_start_from: Any = None, embedding_config_spec: Any = None,
+                       **kwargs: Any) -> tf.estimator.Estimator | None:
     """What ``TPUEstimator(...)`` builds (mend ``tpu_estimator_kept``): for a
     ``make_run_config`` config of a tf.distribute strategy, the Estimator ``make_estimator``
     builds from the same arguments; None for any other config (TensorFlow's constructor).
@@ -127,12 +141,13 @@ def kept_tpu_estimator(model_fn=None, model_dir=None, config=None, params=None, 
     if model_dir is not None:
         config = config.replace(model_dir=model_dir)
     return make_estimator(
-        model_fn, config, params, batch_size=train_batch_size,
+        cast(ModelFn, model_fn), config, params, batch_size=train_batch_size,
         eval_batch_size=eval_batch_size, predict_batch_size=predict_batch_size,
         warm_start_from=warm_start_from)
 
 
-def _per_replica_params(params, sizes, config):
+def _per_replica_params(params: Mapping[str, Any] | None, sizes: Mapping[str, Any],
+                        config: tf.estimator.RunConfig) -> dict[str, PerReplicaBatchParams]:
     """{mode: params whose "batch_size" is that mode's per-replica batch}.
 
     Training runs under ``train_distribute``, evaluation under ``eval_distribute`` (one
@@ -142,7 +157,7 @@ def _per_replica_params(params, sizes, config):
                   _MODE.EVAL: config.eval_distribute, _MODE.PREDICT: None}
     names = {_MODE.TRAIN: "batch_size", _MODE.EVAL: "eval_batch_size",
              _MODE.PREDICT: "predict_batch_size"}
-    by_mode = {}
+    by_mode: dict[str, PerReplicaBatchParams] = {}
     for mode, size in sizes.items():
         check_positive_int(names[mode], size)
         strategy = strategies[mode]
@@ -154,22 +169,23 @@ def _per_replica_params(params, sizes, config):
     return by_mode
 
 
-def _with_accepted_args(model_fn):
+def _with_accepted_args(model_fn: ModelFn) -> Callable[..., Any]:
     """``model_fn`` as a function of all five model_fn arguments, passing on those it takes."""
     accepted = inspect.signature(model_fn).parameters
 
-    def call(**given):
+    def call(**given: Any) -> Any:
         return model_fn(**{name: given[name] for name in _MODEL_FN_ARGS if name in accepted})
 
     return call
 
 
-def _estimator_spec_model_fn(model_fn):
+def _estimator_spec_model_fn(model_fn: ModelFn) -> ModelFn:
     """Wraps ``model_fn`` so a ``TPUEstimatorSpec`` it returns becomes an ``EstimatorSpec``."""
     call = _with_accepted_args(model_fn)
 
     @functools.wraps(model_fn)
-    def wrapped(features, labels, mode, params, config):
+    def wrapped(features: Any, labels: Any, mode: str, params: Any,
+                config: tf.estimator.RunConfig) -> Any:
         spec = call(features=features, labels=labels, mode=mode, params=params, config=config)
         if isinstance(spec, tf.compat.v1.estimator.tpu.TPUEstimatorSpec):
             return spec.as_estimator_spec()
@@ -179,14 +195,15 @@ def _estimator_spec_model_fn(model_fn):
     return wrapped
 
 
-def _bfloat16_scope_model_fn(model_fn):
+def _bfloat16_scope_model_fn(model_fn: ModelFn) -> ModelFn:
     """Wraps ``model_fn`` to build under ``tf.compat.v1.tpu.bfloat16_scope()``, the TPU way
     to mixed bfloat16: variables asked for in bfloat16 are stored float32 and read as
     bfloat16."""
     call = _with_accepted_args(model_fn)
 
     @functools.wraps(model_fn)
-    def wrapped(features, labels, mode, params, config):
+    def wrapped(features: Any, labels: Any, mode: str, params: Any,
+                config: tf.estimator.RunConfig) -> Any:
         with tf.compat.v1.tpu.bfloat16_scope():
             return call(features=features, labels=labels, mode=mode, params=params,
                         config=config)
@@ -195,7 +212,7 @@ def _bfloat16_scope_model_fn(model_fn):
     return wrapped
 
 
-def tpu_input_fn(input_fn):
+def tpu_input_fn(input_fn: Callable[..., Any]) -> Callable[[Mapping[str, Any]], Any]:
     """Adapts an ``input_fn(input_context=None)`` to TPUEstimator's ``input_fn(params)``.
 
     TPUEstimator hands ``params["context"]``; on a TPU host this becomes an
@@ -203,7 +220,7 @@ def tpu_input_fn(input_fn):
     the input_fn runs whole, as on one device.
     """
 
-    def wrapped(params):
+    def wrapped(params: Mapping[str, Any]) -> Any:
         context = params.get("context")
         if context is None or not params.get("use_tpu", False):
             return input_fn()

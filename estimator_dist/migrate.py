@@ -1,10 +1,12 @@
 """``python -m estimator_dist.migrate`` and the ``estimator-dist-migrate`` console script: see
 ``estimator_dist.commands.migrate``."""
+from __future__ import annotations
+
 from estimator_dist.commands import cli
 from estimator_dist.commands.migrate import main
 
 
-def script():
+def script() -> None:
     """Runs the command and ends the process with its exit code (``cli.exit_with``)."""
     cli.exit_with(main)
 

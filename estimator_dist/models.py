@@ -9,9 +9,11 @@ Imports no TensorFlow (the model_fn is loaded on first use), so the command line
 the names before TensorFlow starts. A new built-in model is one entry here plus its module in
 ``model_fns/`` and its builders in ``conversion/_keras_models.py``.
 """
+from __future__ import annotations
+
 import dataclasses
 import importlib
-from typing import Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from estimator_dist import datasets
 from estimator_dist.errors import entry_of
@@ -39,33 +41,34 @@ class BuiltinModel:
     name: str
     module: str
     model_fn_name: str
-    params: dict
+    params: dict[str, Any]
     batch_size: int
     max_steps: int
-    train_data: Callable
-    eval_data: Callable
-    x_shape: tuple
-    serving_shapes: Callable
+    train_data: Callable[[], datasets.Split]
+    eval_data: Callable[[], datasets.Split]
+    x_shape: tuple[int, ...]
+    serving_shapes: Callable[[dict[str, Any], Sequence[int]], dict[str, list[int | None]]]
     keras_model: str
-    tf2_params: tuple
+    tf2_params: tuple[str, ...]
     tf2_model: str
 
     @property
-    def model_fn(self):
+    def model_fn(self) -> Callable[..., Any]:
         return getattr(importlib.import_module(self.module), self.model_fn_name)
 
     @property
-    def params_table(self):
+    def params_table(self) -> dict[str, Any]:
         """The model_fn's params: name -> rule and default."""
         return importlib.import_module(self.module).PARAMS
 
-    def resolve_params(self, params):
+    def resolve_params(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """params -> checked params with defaults (ValueError if not)."""
         return importlib.import_module(self.module).resolve_params(params)
 
 
-def _lstm_serving_shapes(params, x_shape):
-    import model_fns  # pylint: disable=import-outside-toplevel
+def _lstm_serving_shapes(params: Mapping[str, Any],
+                         x_shape: Sequence[int]) -> dict[str, list[int | None]]:
+    import model_fns  # Late: loads TensorFlow.
 
     width = model_fns.lstm_state_width(params)
     return {"x": [None, None, x_shape[-1]], "state_c": [None, width], "state_h": [None, width]}
@@ -107,7 +110,7 @@ MODELS = {model.name: model for model in (
 NAMES = tuple(MODELS)
 
 
-def model_of(name):
+def model_of(name: str) -> BuiltinModel:
     """Returns the ``BuiltinModel`` named ``name``.
 
     Raises:

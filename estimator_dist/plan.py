@@ -7,7 +7,10 @@ The name is looked up once (a ``strategy_table.StrategyKind``, which ``task_of``
 the builder it names. The cluster is parsed once here (from ``TF_CONFIG`` or another
 cluster source).
 """
+from __future__ import annotations
+
 import dataclasses
+from typing import Any, Callable, cast
 
 import tensorflow as tf
 
@@ -34,53 +37,54 @@ class Plan:
     kind: strategy_table.StrategyKind
     config: tf.estimator.RunConfig
     replicas: int
-    task: cluster.TFConfig = None
+    task: cluster.TFConfig | None = None
 
     @property
-    def is_chief(self):
+    def is_chief(self) -> bool:
         """Whether this process writes the run's record, progress and export."""
         return self.task is None or self.task.is_chief
 
     @property
-    def task_type(self):
+    def task_type(self) -> str | None:
         """The cluster task type ("chief", "worker", "evaluator", "ps"), else None."""
         return self.task.task_type if self.task else None
 
-    def check_batch_size(self, batch_size):
+    def check_batch_size(self, batch_size: int) -> None:
         """Refuses a global batch that does not split evenly over the replicas."""
         if batch_size % self.replicas:
             raise UsageError(
                 f"batch_size must be divisible by the {self.replicas} replicas (it is the "
                 f"global batch, split evenly across them). Received: batch_size={batch_size}")
 
-    def describe_batch(self, batch_size):
+    def describe_batch(self, batch_size: int) -> str:
         """How ``batch_size`` is consumed, in words for the run's first line."""
         if not self.kind.synchronous:
             return f"batch {batch_size} per worker step, asynchronous"
         return (f"global batch {batch_size} over {self.replicas} "
                 f"replica{'s' if self.replicas > 1 else ''}")
 
-    def train_hooks(self):
+    def train_hooks(self) -> list[tf.compat.v1.train.SessionRunHook]:
         """The hooks every training call of this run needs: a preemption save, and under
         collectives an end to the run when a peer is lost (instead of endless retries)."""
         return [PreemptionHook()] + ([PeerFailureHook()] if self.kind.collectives else [])
 
-    def adapt_input(self, input_fn):
+    def adapt_input(self, input_fn: Callable[..., Any]) -> Callable[..., Any]:
         """``input_fn`` as the run's Estimator calls it (TPUEstimator passes params)."""
         return tpu_input_fn(input_fn) if self.kind.tpu else input_fn
 
 
-def _replicas(kind, config, task):
+def _replicas(kind: strategy_table.StrategyKind, config: tf.estimator.RunConfig,
+              task: cluster.TFConfig | None) -> int:
     if not kind.synchronous:
         return 1
     if kind.cluster:
-        return task.num_workers
+        return cast(cluster.TFConfig, task).num_workers  # A cluster kind has a task.
     if kind.tpu:
         return config.tpu_config.num_shards or 1
     return config.train_distribute.num_replicas_in_sync if config.train_distribute else 1
 
 
-def task_of(strategy):
+def task_of(strategy: strategy_table.StrategyKind | str) -> cluster.TFConfig | None:
     """This process's validated cluster task under a cluster ``strategy`` (a
     ``StrategyKind`` or its name), else None.
 
@@ -99,7 +103,8 @@ def task_of(strategy):
     return task
 
 
-def resolve(strategy, task=None, *, num_replicas=None, **run_config_kwargs):
+def resolve(strategy: strategy_table.StrategyKind | str, task: cluster.TFConfig | None = None, *,
+            num_replicas: int | None = None, **run_config_kwargs: Any) -> Plan:
     """Builds the RunConfig for ``strategy`` and returns the run's ``Plan``.
 
     Args:

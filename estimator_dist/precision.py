@@ -19,7 +19,14 @@ A model_fn is left as written; the precision reaches it from outside:
 No TensorFlow at import: the settings of ``python -m estimator_dist.train`` check names
 here before TensorFlow's logging is quieted.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
 from estimator_dist.errors import UsageError
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 MIXED_PRECISIONS = ("bfloat16", "float16")
 # CPU flags (as /proc/cpuinfo names them) of units that compute in bfloat16.
@@ -27,7 +34,7 @@ BF16_CPU_FEATURES = ("avx512_bf16", "amx_bf16")
 CPUINFO = "/proc/cpuinfo"
 
 
-def check_mixed_precision(value):
+def check_mixed_precision(value: str | None) -> str | None:
     """Returns ``value`` if it is None or one of ``MIXED_PRECISIONS``, else raises."""
     if value is not None and value not in MIXED_PRECISIONS:
         raise UsageError(f"mixed_precision must be None, 'bfloat16' or 'float16'. "
@@ -35,7 +42,7 @@ def check_mixed_precision(value):
     return value
 
 
-def bf16_cpu_features(cpuinfo=CPUINFO):
+def bf16_cpu_features(cpuinfo: str = CPUINFO) -> tuple[str, ...]:
     """The ``BF16_CPU_FEATURES`` this machine's CPU has (empty when unknown)."""
     try:
         with open(cpuinfo, encoding="utf-8") as file:
@@ -46,13 +53,15 @@ def bf16_cpu_features(cpuinfo=CPUINFO):
     return tuple(feature for feature in BF16_CPU_FEATURES if feature in flags)
 
 
-def check_device(mixed_precision, *, tpu=False, gpus=None, cpu_features=None):
+def check_device(mixed_precision: str | None, *, tpu: bool = False,
+                 gpus: Sequence[object] | None = None,
+                 cpu_features: Sequence[str] | None = None) -> None:
     """Raises unless this machine computes ``mixed_precision`` faster than float32.
 
     ``gpus`` (default: the visible GPUs) and ``cpu_features`` (default: read from
     /proc/cpuinfo) are for tests.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     if mixed_precision is None:
         return
@@ -76,10 +85,11 @@ def check_device(mixed_precision, *, tpu=False, gpus=None, cpu_features=None):
             "mixed_precision='bfloat16' on a CPU with neither avx512_bf16 nor amx_bf16")
 
 
-def with_rewrite(session_config, mixed_precision):
+def with_rewrite(session_config: tf.compat.v1.ConfigProto,
+                 mixed_precision: str | None) -> tf.compat.v1.ConfigProto:
     """Turns on, in ``session_config`` (a ``ConfigProto``, changed in place), the graph
     rewrite that computes in ``mixed_precision``; returns it."""
-    # pylint: disable-next=import-outside-toplevel
+    # Late: loads TensorFlow.
     from tensorflow.core.protobuf import rewriter_config_pb2
 
     options = session_config.graph_options.rewrite_options
@@ -90,7 +100,7 @@ def with_rewrite(session_config, mixed_precision):
     return session_config
 
 
-def describe(mixed_precision):
+def describe(mixed_precision: str | None) -> str:
     """A few words for the run's first line and ``doctor``: "float32", "mixed bfloat16"."""
     return "float32" if mixed_precision is None else f"mixed {mixed_precision}"
 

@@ -29,17 +29,20 @@ that guard watches no more. The join's bound is the one end no handler sees: the
 holds the interpreter lock while it joins, so no Python code can run, and ``faulthandler``'s
 watchdog (a C thread) ends the process.
 """
+from __future__ import annotations
+
 import contextlib
 import faulthandler
 import os
 import sys
 import threading
+from typing import Callable, Iterator
 
 FLUSH_SECONDS = 1.0
 JOIN_EXIT_CODE = 1  # What faulthandler's watchdog exits with.
 
 
-def _flush_streams():
+def _flush_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -47,7 +50,7 @@ def _flush_streams():
             pass  # A closed or broken stream: the line still goes out, the process ends.
 
 
-def exit_now(code, line):
+def exit_now(code: int, line: str) -> None:
     """The default handler: flushes what Python buffered, writes ``line`` to stderr and
     ends the process with ``code`` at once."""
     flusher = threading.Thread(target=_flush_streams, name="exit-flush", daemon=True)
@@ -57,18 +60,20 @@ def exit_now(code, line):
     os._exit(code)  # The main thread is blocked inside TensorFlow: see the docstring.
 
 
-_handler = exit_now
+# ``handler(code, line)``: takes a hard exit (``set_handler``).
+Handler = Callable[[int, str], object]
+_handler: Handler = exit_now
 
 
-def set_handler(handler):
+def set_handler(handler: Handler) -> Handler:
     """Makes ``handler(code, line)`` take every hard exit of the process; returns the one it
     replaces (``exit_now`` by default)."""
-    global _handler  # pylint: disable=global-statement
+    global _handler  # The process's one handler.
     previous, _handler = _handler, handler
     return previous
 
 
-def end(code, line):
+def end(code: int, line: str) -> None:
     """Ends the process with exit ``code`` and one ``line`` on stderr, through the handler
     (``set_handler``). Called from a guard's own thread; returns only when a handler of
     the program's own does."""
@@ -76,7 +81,7 @@ def end(code, line):
 
 
 @contextlib.contextmanager
-def exit_after(seconds):
+def exit_after(seconds: float) -> Iterator[None]:
     """Ends the process with ``JOIN_EXIT_CODE`` if this block runs for ``seconds``, even
     while another thread holds the interpreter lock (``faulthandler``'s C watchdog: no
     handler is called and nothing is printed, so say what would happen before)."""

@@ -11,12 +11,15 @@ setting.
 
 Imports no TensorFlow: the CLI reads the record before TensorFlow is imported.
 """
+from __future__ import annotations
+
 import dataclasses
 import datetime
 import importlib.metadata
 import json
 import os
 import platform
+from typing import Any, Iterator, Mapping
 
 from estimator_dist.errors import UsageError
 
@@ -36,11 +39,11 @@ _PACKAGES = ("estimator-dist", "tensorflow", "tensorflow-cpu", "tensorflow-gpu",
              "tensorflow-estimator", "tf-keras", "keras", "numpy")
 
 
-def path(model_dir):
+def path(model_dir: str) -> str:
     return os.path.join(model_dir, FILENAME)
 
 
-def load(model_dir):
+def load(model_dir: str) -> dict[str, Any] | None:
     """The record in ``model_dir`` as a dict, or None when there is none."""
     if not os.path.isdir(model_dir):
         return None
@@ -58,13 +61,13 @@ def load(model_dir):
     return record
 
 
-def _names(schema, *roles):
+def _names(schema: Any, *roles: str) -> list[str]:
     """The names of the fields of ``schema`` (the settings dataclass, or one of its
     instances) whose role is one of ``roles``."""
     return [field.name for field in dataclasses.fields(schema) if field.metadata[ROLE] in roles]
 
 
-def carried_settings(record, schema):
+def carried_settings(record: Mapping[str, Any] | None, schema: type) -> dict[str, Any]:
     """The settings a resume takes from ``record`` (as ``load`` returns it; None: none), a
     mapping for ``settings.merge``; ``schema``: the settings dataclass."""
     if record is None:
@@ -73,13 +76,13 @@ def carried_settings(record, schema):
     return {k: v for k, v in record["settings"].items() if k in carried}
 
 
-def recorded_settings(model_dir):
+def recorded_settings(model_dir: str | None) -> dict[str, Any]:
     """The settings recorded in ``model_dir`` (a mapping), or {} without a record."""
     record = load(model_dir) if model_dir else None
     return {} if record is None else record["settings"]
 
 
-def _differences(recorded, settings):
+def _differences(recorded: Mapping[str, Any], settings: Any) -> Iterator[tuple[str, Any, Any]]:
     for key in _names(settings, IDENTITY):
         before, after = recorded.get(key), getattr(settings, key)
         if isinstance(before, dict) and isinstance(after, dict):  # Model params, by name.
@@ -90,7 +93,7 @@ def _differences(recorded, settings):
             yield key, before, after
 
 
-def check_resume(model_dir, settings, record):
+def check_resume(model_dir: str, settings: Any, record: Mapping[str, Any] | None) -> None:
     """Refuses to train ``settings`` (the settings dataclass) into a model dir holding
     another model.
 
@@ -113,7 +116,7 @@ def check_resume(model_dir, settings, record):
             f"it; use a new --model-dir for another model. Received: {name}={after!r}")
 
 
-def versions():
+def versions() -> dict[str, str]:
     """Installed versions of the packages a run depends on, and Python's."""
     found = {"python": platform.python_version()}
     for package in _PACKAGES:
@@ -124,7 +127,7 @@ def versions():
     return found
 
 
-def make_record(settings, data):
+def make_record(settings: Any, data: Any) -> dict[str, Any]:
     """The record of a run: its resolved ``settings`` (the settings dataclass), ``data``
     spec and versions."""
     recorded = _names(settings, IDENTITY, CARRIED, LOCAL)
@@ -134,7 +137,7 @@ def make_record(settings, data):
                 timespec="seconds")}
 
 
-def write(model_dir, record):
+def write(model_dir: str, record: Mapping[str, Any]) -> None:
     """Writes ``record`` to ``model_dir`` atomically (a reader never sees half a file)."""
     temporary = path(model_dir) + ".tmp"
     try:

@@ -1,9 +1,14 @@
 """File lists: expand patterns, fail early and by name on a missing or irregular file."""
+from __future__ import annotations
+
 import os
 import stat
+from typing import Any, Sequence, Union, cast
 
 import tensorflow as tf
 
+# What names the files: a path, a glob, or a list of them.
+FilePattern = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 FORMATS = ("csv", "tfrecord")
 _EXTENSIONS = {".csv": "csv", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord"}
 # A local path's kind, when it is not a regular file, by its stat mode test.
@@ -12,13 +17,13 @@ _IRREGULAR = (("a directory", stat.S_ISDIR), ("a named pipe", stat.S_ISFIFO),
               ("a socket", stat.S_ISSOCK))
 
 
-def _as_list(file_pattern):
+def _as_list(file_pattern: FilePattern) -> list[Any]:
     if isinstance(file_pattern, (str, bytes)) or hasattr(file_pattern, "__fspath__"):
         return [file_pattern]
     return list(file_pattern)
 
 
-def expand(file_pattern):
+def expand(file_pattern: FilePattern) -> list[str]:
     """Returns the sorted files that ``file_pattern`` (a path, glob or list of them) names.
 
     Raises:
@@ -39,7 +44,7 @@ def expand(file_pattern):
     return paths
 
 
-def _check_regular(path):
+def _check_regular(path: str) -> None:
     """Raises unless a local ``path`` is a regular file (or a link to one).
 
     A named pipe blocks its reader, and a device such as ``/dev/zero`` never ends.
@@ -54,15 +59,15 @@ def _check_regular(path):
                              f"({kind})")
 
 
-def file_sizes(paths):
+def file_sizes(paths: Sequence[str]) -> list[int]:
     return [tf.io.gfile.stat(path).length for path in paths]
 
 
-def infer_format(paths):
+def infer_format(paths: Sequence[str | os.PathLike]) -> str:
     """The one format (``FORMATS``) the files' extensions name."""
     formats = {_EXTENSIONS.get(os.path.splitext(str(p))[1].lower()) for p in paths}
     if len(formats) != 1 or None in formats:
         raise ValueError(
             f"file_format must be given ({', '.join(FORMATS)}) unless every file ends in one "
             f"of {', '.join(sorted(_EXTENSIONS))}. Received: {list(map(str, paths))[:3]}")
-    return formats.pop()
+    return cast(str, formats.pop())  # None was refused above.

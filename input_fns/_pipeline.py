@@ -1,13 +1,19 @@
 """What every source shares: argument checks, shuffle/repeat/batch, and the empty-shard check."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
 import tensorflow as tf
 
 from input_fns import _sharding
 
+# What every source returns: ``input_fn(input_context=None)``, a dataset of batches.
+InputFn = Callable[..., tf.data.Dataset]
 SHUFFLE_BUFFER = 10_000
 ON_ERROR_MODES = ("raise", "skip")
 
 
-def check_positive_int(name, value, *, allow_none=False):
+def check_positive_int(name: str, value: Any, *, allow_none: bool = False) -> Any:
     """Returns ``value`` if it is a positive int (or None when allowed), else raises."""
     if value is None and allow_none:
         return value
@@ -16,20 +22,21 @@ def check_positive_int(name, value, *, allow_none=False):
     return value
 
 
-def check_on_error(on_error):
+def check_on_error(on_error: str) -> str:
     if on_error not in ON_ERROR_MODES:
         raise ValueError(f"on_error must be one of {', '.join(map(repr, ON_ERROR_MODES))}. "
                          f"Received: on_error={on_error!r}")
     return on_error
 
 
-def check_batching(batch_size, num_epochs):
+def check_batching(batch_size: int, num_epochs: int | None) -> None:
     check_positive_int("batch_size", batch_size)
     check_positive_int("num_epochs", num_epochs, allow_none=True)
 
 
-def index_batches(num_rows, input_context, *, batch_size, shuffle, num_epochs, seed,
-                  drop_remainder):
+def index_batches(num_rows: int, input_context: tf.distribute.InputContext | None, *,
+                  batch_size: int, shuffle: bool, num_epochs: int | None, seed: int | None,
+                  drop_remainder: bool) -> tf.data.Dataset:
     """Per-replica batches of row indices [b] (int64) for this pipeline's shard of rows.
 
     Row ``i`` belongs to pipeline ``i mod N``. Each epoch is a full permutation of the
@@ -42,7 +49,7 @@ def index_batches(num_rows, input_context, *, batch_size, shuffle, num_epochs, s
     if num_epochs is not None:
         keys = keys.take(num_epochs)
 
-    def epoch(key):
+    def epoch(key: tf.Tensor) -> tf.Tensor:
         if not shuffle:
             return rows
         return tf.random.experimental.stateless_shuffle(rows, seed=tf.stack([key, 0]))
@@ -51,19 +58,23 @@ def index_batches(num_rows, input_context, *, batch_size, shuffle, num_epochs, s
     return keys.map(epoch).rebatch(size, drop_remainder=drop_remainder)
 
 
-def shuffle_and_repeat(dataset, *, shuffle, num_epochs, seed, buffer_size=SHUFFLE_BUFFER):
+def shuffle_and_repeat(dataset: tf.data.Dataset, *, shuffle: bool, num_epochs: int | None,
+                       seed: int | None, buffer_size: int = SHUFFLE_BUFFER) -> tf.data.Dataset:
     """Shuffles (a new order each epoch, the same sequence of orders for one ``seed``)."""
     if shuffle:
         dataset = dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True)
     return dataset.repeat(num_epochs)
 
 
-def batch(dataset, batch_size, input_context, drop_remainder):
+def batch(dataset: tf.data.Dataset, batch_size: int,
+          input_context: tf.distribute.InputContext | None,
+          drop_remainder: bool) -> tf.data.Dataset:
     return dataset.batch(_sharding.per_replica_batch_size(batch_size, input_context),
                          drop_remainder=drop_remainder)
 
 
-def check_shard_not_empty(num_rows, input_context, what="rows"):
+def check_shard_not_empty(num_rows: int, input_context: tf.distribute.InputContext | None,
+                          what: str = "rows") -> None:
     """Raises when this pipeline's record-level shard of ``num_rows`` is empty."""
     if _sharding.shard_size(num_rows, input_context) == 0:
         raise ValueError(
@@ -71,7 +82,8 @@ def check_shard_not_empty(num_rows, input_context, what="rows"):
             f"sharded over more input pipelines. Received: {num_rows} {what}")
 
 
-def require_records(dataset, first, message):
+def require_records(dataset: tf.data.Dataset, first: tf.data.Dataset,
+                    message: str) -> tf.data.Dataset:
     """Fails with ``message`` when ``first`` (a cheap probe of ``dataset``) yields nothing.
 
     The probe runs once per pass, so an empty shard raises ``tf.errors.InvalidArgumentError``
@@ -79,7 +91,7 @@ def require_records(dataset, first, message):
     """
     peek = first.take(1).map(lambda *_: True).concatenate(tf.data.Dataset.from_tensors(False))
 
-    def check(has_records):
+    def check(has_records: tf.Tensor) -> tf.Tensor:
         assertion = tf.debugging.Assert(has_records, [message])
         with tf.control_dependencies([assertion]):
             return tf.identity(has_records)
@@ -87,7 +99,7 @@ def require_records(dataset, first, message):
     return peek.take(1).map(check).flat_map(lambda _: dataset)
 
 
-def packed_columns(numeric, label):
+def packed_columns(numeric: Mapping[str, bool], label: str | None) -> list[str]:
     """The columns ``pack_features`` stacks: all but ``label``, in order.
 
     Args:

@@ -4,32 +4,42 @@ Every source asks this module which part of the data its input pipeline reads an
 big each replica's batch is. Without an ``input_context`` (a plain Estimator input_fn)
 there is one pipeline, one replica and the whole batch.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence, TypeVar
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+_Path = TypeVar("_Path")
 
 
-def _pipelines(input_context):
+def _pipelines(input_context: tf.distribute.InputContext | None) -> tuple[int, int]:
     if input_context is None:
         return 1, 0
     return input_context.num_input_pipelines, input_context.input_pipeline_id
 
 
-def _replicas(input_context):
+def _replicas(input_context: tf.distribute.InputContext | None) -> int:
     return 1 if input_context is None else input_context.num_replicas_in_sync
 
 
-def describe(input_context):
+def describe(input_context: tf.distribute.InputContext | None) -> str:
     """A short name for this pipeline, for error messages: "input pipeline 1 of 2"."""
     count, index = _pipelines(input_context)
     return f"input pipeline {index} of {count}"
 
 
-def per_replica_batch_size(batch_size, input_context):
+def per_replica_batch_size(batch_size: int,
+                           input_context: tf.distribute.InputContext | None) -> int:
     """The batch each replica receives for a global ``batch_size``."""
     if input_context is None:
         return batch_size
     return input_context.get_per_replica_batch_size(batch_size)
 
 
-def shard(dataset, input_context):
+def shard(dataset: tf.data.Dataset,
+          input_context: tf.distribute.InputContext | None) -> tf.data.Dataset:
     """The part of ``dataset`` that this input pipeline reads (all of it without a context)."""
     count, index = _pipelines(input_context)
     if count == 1:
@@ -37,13 +47,14 @@ def shard(dataset, input_context):
     return dataset.shard(count, index)
 
 
-def shard_size(num_records, input_context):
+def shard_size(num_records: int, input_context: tf.distribute.InputContext | None) -> int:
     """How many of ``num_records`` records ``shard`` gives this pipeline."""
     count, index = _pipelines(input_context)
     return len(range(index, num_records, count))
 
 
-def shard_files(paths, input_context):
+def shard_files(paths: Sequence[_Path],
+                input_context: tf.distribute.InputContext | None) -> tuple[list[_Path], bool]:
     """Returns ``(paths this pipeline reads, whether it must still shard their records)``.
 
     With at least as many files as pipelines each pipeline reads whole files (file i goes
@@ -56,7 +67,8 @@ def shard_files(paths, input_context):
     return list(paths), count > 1
 
 
-def stream_layout(num_streams, input_context):
+def stream_layout(num_streams: int,
+                  input_context: tf.distribute.InputContext | None) -> tuple[int, int, int]:
     """Which time-series streams this pipeline yields, and how it splits them by replica.
 
     Returns ``(first, per_replica, local_replicas)``: the pipeline owns streams
@@ -83,6 +95,6 @@ def stream_layout(num_streams, input_context):
     return index * local_replicas * per_replica, per_replica, local_replicas
 
 
-def record_shard(input_context):
+def record_shard(input_context: tf.distribute.InputContext | None) -> tuple[int, int]:
     """``(num_shards, shard_id)`` for record-level sharding of this pipeline."""
     return _pipelines(input_context)

@@ -1,11 +1,15 @@
 """``from_arrays``: an input_fn over in-memory NumPy arrays."""
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 import tensorflow as tf
 
 from input_fns import _pipeline
 
 
-def _num_rows(structure, name):
+def _num_rows(structure: Any, name: str) -> int:
     lengths = {len(a) for a in tf.nest.flatten(structure)}
     if len(lengths) != 1:
         raise ValueError(f"{name} arrays must all have the same number of rows. "
@@ -13,8 +17,9 @@ def _num_rows(structure, name):
     return lengths.pop()
 
 
-def from_arrays(features, labels=None, *, batch_size, shuffle=True, num_epochs=None, seed=None,
-                drop_remainder=True):
+def from_arrays(features: Any, labels: Any = None, *, batch_size: int, shuffle: bool = True,
+                num_epochs: int | None = None, seed: int | None = None,
+                drop_remainder: bool = True) -> _pipeline.InputFn:
     """Returns an ``input_fn(input_context=None)`` that batches ``features`` and ``labels``.
 
     Args:
@@ -38,7 +43,7 @@ def from_arrays(features, labels=None, *, batch_size, shuffle=True, num_epochs=N
     data = features if labels is None else (features, labels)
     rows = _num_rows(data, "features and labels")
 
-    def input_fn(input_context=None):
+    def input_fn(input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         _pipeline.check_shard_not_empty(rows, input_context)
         indices = _pipeline.index_batches(
             rows, input_context, batch_size=batch_size, shuffle=shuffle, num_epochs=num_epochs,

@@ -7,11 +7,14 @@ or non-numeric CSV row, a corrupt or truncated TFRecord, an ``x`` of another siz
 NaN or Inf, a label outside ``[0, num_classes)``. Records past the sample are still
 checked by the pipeline itself when it reads them.
 """
+from __future__ import annotations
+
 import contextlib
 import csv
 import dataclasses
 import math
 import sys
+from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
@@ -23,22 +26,24 @@ DEFAULT_LIMIT = 1000  # Records read per file.
 # fields of any length: None.
 MAX_FLOAT_CHARS = 31 if tf.__version__.startswith("2.15.") else None
 FLOAT32_MAX = 3.4028234663852886e38
+# A record read: where it is (file and line or record), its x values, its label.
+Record = tuple[str, list[float], int]
 
 
 @dataclasses.dataclass(frozen=True)
 class Sample:
     """What the pass saw: the size of ``x``, and the records read (``complete``: all)."""
 
-    x_size: int
+    x_size: int | None
     records: int
     complete: bool
 
 
-def _fault(rule, received, where):
+def _fault(rule: str, received: Any, where: str) -> ValueError:
     return ValueError(f"records must {rule}. Received: {received} at {where}")
 
 
-def _check_x(values, x_size, where):
+def _check_x(values: list[float], x_size: int | None, where: str) -> None:
     if x_size is not None and len(values) != x_size:
         raise _fault(f"have the {x_size} values of x of the first record", len(values), where)
     for value in values:
@@ -46,12 +51,12 @@ def _check_x(values, x_size, where):
             raise _fault("hold finite numbers (no NaN or Inf)", value, where)
 
 
-def _check_label(label, num_classes, where):
+def _check_label(label: int, num_classes: int | None, where: str) -> None:
     if num_classes is not None and not 0 <= label < num_classes:
         raise _fault(f"have a label in [0, {num_classes})", f"label={label}", where)
 
 
-def _number(text, kind, where):
+def _number(text: str, kind: Callable[[str], Any], where: str) -> Any:
     try:
         return kind(text)
     except ValueError:
@@ -59,7 +64,7 @@ def _number(text, kind, where):
                      repr(text), where) from None
 
 
-def _float(text, where):
+def _float(text: str, where: str) -> float:
     """A float field that TensorFlow's CSV reader reads too (on TF 2.15 it reads none
     longer than ``MAX_FLOAT_CHARS``), and that float32 holds (a larger one becomes Inf, and
     the loss NaN)."""
@@ -74,7 +79,7 @@ def _float(text, where):
     return value
 
 
-def _unquoted(text, where):
+def _unquoted(text: str, where: str) -> str:
     """The pipeline's line check (``csv_files``) takes no quoted number."""
     if text.strip().startswith('"'):
         raise _fault("hold unquoted numbers (the input pipeline reads no quoted number)",
@@ -83,7 +88,7 @@ def _unquoted(text, where):
 
 
 @contextlib.contextmanager
-def _any_field_size():
+def _any_field_size() -> Iterator[None]:
     """Lets Python's csv read fields of any length (its default stops at 131,072
     characters with "field larger than field limit"), so a long field is named."""
     kept = csv.field_size_limit(sys.maxsize)
@@ -93,7 +98,7 @@ def _any_field_size():
         csv.field_size_limit(kept)
 
 
-def _csv_records(path, label, limit):
+def _csv_records(path: str, label: str, limit: int) -> Iterator[Record]:
     """Yields (where, x values, label) of the first ``limit`` rows of a CSV file."""
     with tf.io.gfile.GFile(path, "r") as stream, _any_field_size():
         # Quotes kept as they are: the pipeline reads no quoted number, so none may pass.
@@ -118,7 +123,7 @@ def _csv_records(path, label, limit):
             yield where, values, _number(_unquoted(row[column], where), int, where)
 
 
-def tfrecord_records(path, label, limit):
+def tfrecord_records(path: str, label: str, limit: int) -> Iterator[Record]:
     """Yields (where, x values, label) of the first ``limit`` records of a TFRecord file."""
     size, offset = _file_lists.file_sizes([path])[0], 0
     # A plain Python reader: works with and without v2 behavior (eager) enabled.
@@ -137,7 +142,7 @@ def tfrecord_records(path, label, limit):
         offset += len(record) + _record_reading.TFRECORD_FRAMING_BYTES
         try:
             feature = tf.train.Example.FromString(record).features.feature
-        except Exception:  # pylint: disable=broad-except  (protobuf's DecodeError)
+        except Exception:  # protobuf's DecodeError, which protobuf does not export.
             raise _fault("be tf.train.Example protos", "undecodable bytes", where) from None
         if "x" not in feature or label not in feature:
             raise _fault(f"have features x and {label!r}", sorted(feature), where)
@@ -151,7 +156,7 @@ def tfrecord_records(path, label, limit):
                      f"{offset} of {size} bytes readable", f"{path} record {index}")
 
 
-def check_feature_kinds(feature, label, where):
+def check_feature_kinds(feature: Any, label: str, where: str) -> None:
     """Raises unless ``x`` is a non-empty float list and ``label`` an int64 list (the
     pipeline parses them so, and fails on any other kind only once training reads it)."""
     for name, kind in (("x", "float_list"), (label, "int64_list")):
@@ -164,8 +169,9 @@ def check_feature_kinds(feature, label, where):
 _READERS = {"csv": _csv_records, "tfrecord": tfrecord_records}
 
 
-def check_files(file_pattern, file_format=None, *, label="label", num_classes=None,
-                limit=DEFAULT_LIMIT):
+def check_files(file_pattern: _file_lists.FilePattern, file_format: str | None = None, *,
+                label: str = "label", num_classes: int | None = None,
+                limit: int = DEFAULT_LIMIT) -> Sample:
     """Reads the first ``limit`` records of each file in the layout of ``from_files``;
     returns a ``Sample``.
 

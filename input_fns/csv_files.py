@@ -1,5 +1,8 @@
 """``from_csv``: an input_fn over CSV files with named, typed columns."""
+from __future__ import annotations
+
 import re
+from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
 
@@ -13,20 +16,20 @@ _NUMBER = {
 _QUOTED = r'"(?:[^"]|"")*"'
 
 
-def _kind(dtype):
+def _kind(dtype: tf.DType) -> str:
     if dtype == tf.string:
         return "string"
     return "float" if dtype.is_floating else "int"
 
 
-def _line_pattern(dtypes, delim):
+def _line_pattern(dtypes: Sequence[tf.DType], delim: str) -> str:
     """A regex that a line matches exactly when ``decode_csv`` can decode it."""
     delim = re.escape(delim)
     string = rf'(?:{_QUOTED}|[^"{delim}]*)'
     return delim.join(string if _kind(d) == "string" else _NUMBER[_kind(d)] for d in dtypes)
 
 
-def _read_header(path, delim):
+def _read_header(path: str, delim: str) -> list[str]:
     try:
         with tf.io.gfile.GFile(path, "r") as stream:
             line = stream.readline().rstrip("\r\n")
@@ -36,7 +39,8 @@ def _read_header(path, delim):
     return [name.strip().strip('"') for name in line.split(delim)] if line else []
 
 
-def header_columns(paths, column_names, header, delim):
+def header_columns(paths: Sequence[str], column_names: Sequence[str] | None, header: bool,
+                   delim: str) -> list[str]:
     """The columns, checked against every file's header line when ``header``."""
     if not header:
         if not column_names:
@@ -54,7 +58,8 @@ def header_columns(paths, column_names, header, delim):
     return names
 
 
-def _check_dtypes(names, column_dtypes, label_column):
+def _check_dtypes(names: list[str], column_dtypes: Mapping[str, Any] | None,
+                  label_column: str | None) -> list[tf.DType]:
     if label_column is not None and label_column not in names:
         raise ValueError(f"label_column must be one of the columns {names}. "
                          f"Received: label_column={label_column!r}")
@@ -72,7 +77,8 @@ def _check_dtypes(names, column_dtypes, label_column):
 
 class _CSVSource(_record_reading.Source):
 
-    def __init__(self, paths, names, dtypes, header, delim):
+    def __init__(self, paths: list[str], names: list[str], dtypes: list[tf.DType], header: bool,
+                 delim: str) -> None:
         self.paths = paths
         self.names = names
         self.dtypes = dtypes
@@ -81,25 +87,25 @@ class _CSVSource(_record_reading.Source):
         self.sentinel = delim.join(_DTYPES[dtype] for dtype in dtypes).encode()
         self.pattern = _line_pattern(dtypes, delim)
 
-    def raw_records(self, path):
+    def raw_records(self, path: tf.Tensor) -> tf.data.Dataset:
         return tf.data.TextLineDataset(path).skip(int(self.header))
 
-    def name(self, path, index):
+    def name(self, path: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
         return _record_reading.message(path, " line ", index + 1 + int(self.header))
 
-    def _decode(self, records):
+    def _decode(self, records: tf.Tensor) -> dict[str, tf.Tensor]:
         required = [tf.constant([], dtype) for dtype in self.dtypes]  # no default value
         values = tf.io.decode_csv(records, required, field_delim=self.delim)
         return dict(zip(self.names, values))
 
-    def decode_one(self, record, name):
+    def decode_one(self, record: tf.Tensor, name: tf.Tensor) -> dict[str, tf.Tensor]:
         del name  # decode_csv names no record; "skip" reports the file and line itself.
         return self._decode(record)
 
-    def decode_batch(self, records, names):
+    def decode_batch(self, records: tf.Tensor, names: tf.Tensor) -> dict[str, tf.Tensor]:
         ok = tf.strings.regex_full_match(records, self.pattern)
 
-        def explain():
+        def explain() -> tf.Tensor:
             first = tf.argmin(tf.cast(ok, tf.int32))
             return _record_reading.message("bad CSV record at ", names[first], ": ",
                                            self._reason(records[first]), ". Received: ",
@@ -108,7 +114,7 @@ class _CSVSource(_record_reading.Source):
         with tf.control_dependencies([_record_reading.fail_unless(tf.reduce_all(ok), explain)]):
             return self._decode(tf.identity(records))
 
-    def _reason(self, record):
+    def _reason(self, record: tf.Tensor) -> tf.Tensor:
         """Why ``record`` (a line that does not match ``pattern``) cannot be decoded."""
         fields = tf.strings.split(tf.strings.regex_replace(record, _QUOTED, "q"), self.delim)
         count = tf.size(fields)
@@ -127,9 +133,11 @@ class _CSVSource(_record_reading.Source):
             tf.strings.join([f"expected {len(self.names)} fields, found ",
                              tf.strings.as_string(count)]))
 
-def from_csv(file_pattern, *, column_names=None, column_dtypes=None, label_column=None,
-             header=True, field_delim=",", batch_size, shuffle=True, num_epochs=None, seed=None,
-             drop_remainder=True, on_error="raise", pack_features=None):
+def from_csv(file_pattern: _file_lists.FilePattern, *, column_names: Sequence[str] | None = None,
+             column_dtypes: Mapping[str, Any] | None = None, label_column: str | None = None,
+             header: bool = True, field_delim: str = ",", batch_size: int, shuffle: bool = True,
+             num_epochs: int | None = None, seed: int | None = None, drop_remainder: bool = True,
+             on_error: str = "raise", pack_features: str | None = None) -> _pipeline.InputFn:
     """Returns an ``input_fn(input_context=None)`` over CSV files.
 
     Features are a dict of one tensor per column, [batch] each; labels the
@@ -170,10 +178,10 @@ def from_csv(file_pattern, *, column_names=None, column_dtypes=None, label_colum
         num_epochs=num_epochs, seed=seed, drop_remainder=drop_remainder, on_error=on_error)
 
 
-def _packed(split, columns, name):
+def _packed(split: _record_reading.Split, columns: list[str], name: str) -> _record_reading.Split:
     """``split`` followed by stacking ``columns`` into one feature ``name``."""
 
-    def pack(decoded):
+    def pack(decoded: dict[str, tf.Tensor]) -> Any:
         result = split(decoded)
         features = result[0] if isinstance(result, tuple) else result
         packed = {name: tf.stack([tf.cast(features[c], tf.float32) for c in columns], axis=-1)}

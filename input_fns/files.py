@@ -1,16 +1,20 @@
 """``from_files``: CSV or TFRecord files as a dense feature ``x`` plus an integer label."""
+from __future__ import annotations
+
+from typing import Any, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from input_fns import _file_lists, checks, csv_files
+from input_fns._pipeline import InputFn
 from input_fns.csv_files import from_csv
 from input_fns.tfrecords import from_tfrecord
 
 FORMATS = _file_lists.FORMATS
 
 
-def _check_x_shape(x_shape):
+def _check_x_shape(x_shape: Sequence[int]) -> list[int]:
     shape = [int(d) for d in x_shape]
     if any(d == 0 or d < -1 for d in shape) or shape.count(-1) > 1:
         raise ValueError("x_shape must be positive sizes with at most one -1 (inferred). "
@@ -18,7 +22,7 @@ def _check_x_shape(x_shape):
     return shape
 
 
-def _inferred(x_shape, size, where):
+def _inferred(x_shape: list[int], size: int, where: str) -> list[int]:
     """``x_shape`` with its -1 replaced so that it holds ``size`` values."""
     known = int(np.prod([d for d in x_shape if d != -1]))
     if size % known or (-1 not in x_shape and size != known):
@@ -27,16 +31,18 @@ def _inferred(x_shape, size, where):
     return [size // known if d == -1 else d for d in x_shape]
 
 
-def _first_record_size(path, label):
+def _first_record_size(path: str, label: str) -> int:
     """How many values feature ``x`` has in the first record of a TFRecord file."""
     for _, values, _ in checks.tfrecord_records(path, label, limit=1):
         return len(values)
     raise ValueError(f"TFRecord file must hold records. Received: empty file {path}")
 
 
-def _reshaped(input_fn, x_shape):
-    def reshaped_input_fn(input_context=None):
-        def reshape(features, labels):
+def _reshaped(input_fn: InputFn, x_shape: list[int]) -> InputFn:
+    def reshaped_input_fn(input_context: tf.distribute.InputContext | None = None
+                          ) -> tf.data.Dataset:
+        def reshape(features: dict[str, tf.Tensor],
+                    labels: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
             x = features["x"]
             return {"x": tf.reshape(x, [-1] + x_shape)}, labels
 
@@ -46,8 +52,10 @@ def _reshaped(input_fn, x_shape):
     return reshaped_input_fn
 
 
-def from_files(file_pattern, file_format=None, *, x_shape, label="label", batch_size,
-               shuffle=True, num_epochs=None, seed=None, drop_remainder=True, on_error="raise"):
+def from_files(file_pattern: _file_lists.FilePattern, file_format: str | None = None, *,
+               x_shape: Sequence[int], label: str = "label", batch_size: int, shuffle: bool = True,
+               num_epochs: int | None = None, seed: int | None = None, drop_remainder: bool = True,
+               on_error: str = "raise") -> InputFn:
     """Returns an ``input_fn(input_context=None)`` yielding ``({"x": x}, labels)``.
 
     ``x`` is float32 [batch, *x_shape]; labels int64 [batch]. The layout the built-in
@@ -70,8 +78,9 @@ def from_files(file_pattern, file_format=None, *, x_shape, label="label", batch_
     paths = _file_lists.expand(file_pattern)
     file_format = file_format or _file_lists.infer_format(paths)
     x_shape = _check_x_shape(x_shape)
-    options = dict(batch_size=batch_size, shuffle=shuffle, num_epochs=num_epochs, seed=seed,
-                   drop_remainder=drop_remainder, on_error=on_error)
+    options: dict[str, Any] = dict(batch_size=batch_size, shuffle=shuffle,
+                                   num_epochs=num_epochs, seed=seed,
+                                   drop_remainder=drop_remainder, on_error=on_error)
     if file_format == "csv":
         columns = csv_files.header_columns(paths, None, True, ",")
         x_shape = _inferred(x_shape, len(columns) - (label in columns), paths[0])

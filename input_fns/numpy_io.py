@@ -11,18 +11,24 @@ one device that is what the originals give; under a strategy each replica receiv
 finite pass may be short, as with the originals. ``queue_capacity`` and ``num_threads``
 are accepted for the originals' signature and not used: tf.data sizes its own buffers.
 """
+from __future__ import annotations
+
+from typing import Any, cast
+
 import numpy as np
 
+from input_fns._pipeline import InputFn
 from input_fns.arrays import from_arrays
 
 
-def _check_shuffle(shuffle):
+def _check_shuffle(shuffle: Any) -> None:
     if not isinstance(shuffle, bool):
         raise TypeError(f"shuffle must be explicitly set as a bool. Received: shuffle={shuffle!r}")
 
 
-def numpy_input_fn(x, y=None, batch_size=128, num_epochs=1, shuffle=None, queue_capacity=1000,
-                   num_threads=1):
+def numpy_input_fn(x: Any, y: Any = None, batch_size: int = 128, num_epochs: int | None = 1,
+                   shuffle: bool | None = None, queue_capacity: int = 1000,
+                   num_threads: int = 1) -> InputFn:
     """Returns an ``input_fn(input_context=None)`` over NumPy arrays, like the original.
 
     Args:
@@ -39,18 +45,19 @@ def numpy_input_fn(x, y=None, batch_size=128, num_epochs=1, shuffle=None, queue_
     """
     del queue_capacity, num_threads  # tf.data sizes its own buffers.
     _check_shuffle(shuffle)
-    return from_arrays(x, y, batch_size=batch_size, shuffle=shuffle, num_epochs=num_epochs,
-                       drop_remainder=False)
+    return from_arrays(x, y, batch_size=batch_size, shuffle=cast(bool, shuffle),
+                       num_epochs=num_epochs, drop_remainder=False)
 
 
-def _columns(frame):
+def _columns(frame: Any) -> dict[str, np.ndarray] | np.ndarray:
     if hasattr(frame, "columns"):
         return {str(name): np.asarray(frame[name]) for name in frame.columns}
     return np.asarray(frame)
 
 
-def pandas_input_fn(x, y=None, batch_size=128, num_epochs=1, shuffle=None, queue_capacity=1000,
-                    num_threads=1, target_column="target"):
+def pandas_input_fn(x: Any, y: Any = None, batch_size: int = 128, num_epochs: int | None = 1,
+                    shuffle: bool | None = None, queue_capacity: int = 1000, num_threads: int = 1,
+                    target_column: str = "target") -> InputFn:
     """Returns an ``input_fn(input_context=None)`` over a DataFrame, like the original.
 
     Features are a dict with one entry per column of ``x``; labels are ``y`` (a Series, or

@@ -1,6 +1,9 @@
 """``from_tfrecord`` and ``write_tfrecords``: ``tf.train.Example`` files in and out."""
+from __future__ import annotations
+
 import csv
 import os
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -10,7 +13,7 @@ from input_fns import _file_lists, _pipeline, _record_reading
 _FEATURE_TYPES = (tf.io.FixedLenFeature, tf.io.VarLenFeature, tf.io.FixedLenSequenceFeature)
 
 
-def _empty_feature(dtype, count):
+def _empty_feature(dtype: tf.DType, count: int) -> tf.train.Feature:
     if dtype == tf.string:
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[b""] * count))
     if dtype.is_floating:
@@ -18,7 +21,7 @@ def _empty_feature(dtype, count):
     return tf.train.Feature(int64_list=tf.train.Int64List(value=[0] * count))
 
 
-def _sentinel(feature_spec):
+def _sentinel(feature_spec: Mapping[str, Any]) -> bytes:
     """A serialized Example that parses under ``feature_spec``."""
     feature = {}
     for key, spec in feature_spec.items():
@@ -27,7 +30,7 @@ def _sentinel(feature_spec):
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def _check_spec(feature_spec, label_key):
+def _check_spec(feature_spec: Any, label_key: str | None) -> None:
     if not isinstance(feature_spec, dict) or not feature_spec:
         raise ValueError("feature_spec must be a non-empty dict of feature name -> "
                          f"tf.io.FixedLenFeature or VarLenFeature. Received: {feature_spec!r}")
@@ -43,28 +46,30 @@ def _check_spec(feature_spec, label_key):
 
 class _TFRecordSource(_record_reading.Source):
 
-    def __init__(self, paths, feature_spec):
+    def __init__(self, paths: list[str], feature_spec: dict[str, Any]) -> None:
         self.paths = paths
         self.sizes = _file_lists.file_sizes(paths)
         self.sentinel = _sentinel(feature_spec)
         self.feature_spec = feature_spec
 
-    def raw_records(self, path):
+    def raw_records(self, path: tf.Tensor) -> tf.data.Dataset:
         return tf.data.TFRecordDataset(path)
 
-    def record_size(self, records):
+    def record_size(self, records: tf.Tensor) -> tf.Tensor:
         return (tf.cast(tf.strings.length(records), tf.int64)
                 + _record_reading.TFRECORD_FRAMING_BYTES)
 
-    def decode_one(self, record, name):
+    def decode_one(self, record: tf.Tensor, name: tf.Tensor) -> dict[str, tf.Tensor]:
         return tf.io.parse_single_example(record, self.feature_spec, example_names=name)
 
-    def decode_batch(self, records, names):
+    def decode_batch(self, records: tf.Tensor, names: tf.Tensor) -> dict[str, tf.Tensor]:
         return tf.io.parse_example(records, self.feature_spec, example_names=names)
 
 
-def from_tfrecord(file_pattern, feature_spec, *, label_key=None, batch_size, shuffle=True,
-                  num_epochs=None, seed=None, drop_remainder=True, on_error="raise"):
+def from_tfrecord(file_pattern: _file_lists.FilePattern, feature_spec: Mapping[str, Any], *,
+                  label_key: str | None = None, batch_size: int, shuffle: bool = True,
+                  num_epochs: int | None = None, seed: int | None = None,
+                  drop_remainder: bool = True, on_error: str = "raise") -> _pipeline.InputFn:
     """Returns an ``input_fn(input_context=None)`` over ``tf.train.Example`` TFRecord files.
 
     Args:
@@ -99,7 +104,7 @@ def from_tfrecord(file_pattern, feature_spec, *, label_key=None, batch_size, shu
         on_error=on_error)
 
 
-def _feature(values):
+def _feature(values: Any) -> tf.train.Feature:
     values = np.asarray(values).reshape(-1)
     if values.dtype.kind == "f":
         return tf.train.Feature(float_list=tf.train.FloatList(value=values))
@@ -111,7 +116,7 @@ def _feature(values):
     raise ValueError(f"arrays must hold numbers, bools or strings. Received: dtype={values.dtype}")
 
 
-def _column(values):
+def _column(values: Sequence[str]) -> np.ndarray:
     """CSV strings -> int64 if all are ints, else float32 if all are numbers, else strings."""
     for convert, dtype in ((int, np.int64), (float, np.float32)):
         try:
@@ -121,7 +126,7 @@ def _column(values):
     return np.asarray(values, dtype=object)
 
 
-def _read_csv(path):
+def _read_csv(path: str) -> dict[str, np.ndarray]:
     with open(path, newline="", encoding="utf-8") as stream:
         rows = list(csv.reader(stream))
     if not rows:
@@ -134,7 +139,8 @@ def _read_csv(path):
     return {name: _column([row[i] for row in body]) for i, name in enumerate(header)}
 
 
-def _packed_columns(columns, name, label_key):
+def _packed_columns(columns: dict[str, np.ndarray], name: str,
+                    label_key: str) -> dict[str, np.ndarray]:
     """All columns but ``label_key`` stacked, in order, into one float32 column ``name``."""
     numeric = {key: values.dtype.kind in "iuf" for key, values in columns.items()}
     features = _pipeline.packed_columns(numeric, label_key)
@@ -144,7 +150,8 @@ def _packed_columns(columns, name, label_key):
     return packed
 
 
-def _write_shards(columns, output_prefix, num_shards):
+def _write_shards(columns: dict[str, np.ndarray], output_prefix: str | os.PathLike,
+                  num_shards: int) -> list[str]:
     lengths = {len(v) for v in columns.values()}
     if len(lengths) != 1:
         raise ValueError("arrays must all have the same number of rows. "
@@ -164,8 +171,9 @@ def _write_shards(columns, output_prefix, num_shards):
     return paths
 
 
-def write_tfrecords(data, output_prefix, *, num_shards, labels=None, label_key="label",
-                    pack_features=None):
+def write_tfrecords(data: Mapping[str, Any] | str | os.PathLike, output_prefix: str | os.PathLike,
+                    *, num_shards: int, labels: Any = None, label_key: str = "label",
+                    pack_features: str | None = None) -> list[str]:
     """Writes ``tf.train.Example`` records into ``num_shards`` files; returns their paths.
 
     Args:

@@ -5,13 +5,17 @@ have its own length, all the same ``dim``). Targets, when given, are arrays alig
 the series in time ([time, ...]); without targets the label is the next value of the
 series itself (forecasting).
 """
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 import tensorflow as tf
 
 from input_fns import _pipeline, _sharding
 
 
-def _as_series_list(series, name):
+def _as_series_list(series: Any, name: str) -> list[np.ndarray]:
     items = [series] if isinstance(series, np.ndarray) or np.ndim(series[0]) == 0 else series
     arrays = [np.asarray(item) for item in items]
     for array in arrays:
@@ -21,7 +25,8 @@ def _as_series_list(series, name):
     return [a[:, None] if a.ndim == 1 else a for a in arrays]
 
 
-def _concatenate(series, targets):
+def _concatenate(series: Any,
+                 targets: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, list[int]]:
     """One array of all series (float32), the label source, and each series' start."""
     values = _as_series_list(series, "series")
     if len({a.shape[1] for a in values}) != 1:
@@ -39,7 +44,8 @@ def _concatenate(series, targets):
     return data, np.concatenate(labels), offsets, [len(a) for a in values]
 
 
-def _window_starts(offsets, lengths, span, stride):
+def _window_starts(offsets: np.ndarray, lengths: list[int], span: int,
+                   stride: int) -> tuple[np.ndarray, np.ndarray]:
     """Start of every window of ``span`` steps that stays inside its series, and whether
     it is its series' first window."""
     starts, first = [], []
@@ -50,12 +56,13 @@ def _window_starts(offsets, lengths, span, stride):
     return np.concatenate(starts).astype(np.int64), np.concatenate(first)
 
 
-def _gather_windows(data, starts, window, shift=0):
+def _gather_windows(data: Any, starts: tf.Tensor, window: int, shift: int = 0) -> tf.Tensor:
     """``data[start + shift : start + shift + window]`` for each start: [batch, window, ...]."""
     return tf.gather(data, starts[:, None] + shift + tf.range(window, dtype=tf.int64))
 
 
-def time_series_streams(series, *, num_streams, window, targets=None, num_epochs=None):
+def time_series_streams(series: Any, *, num_streams: int, window: int, targets: Any = None,
+                        num_epochs: int | None = None) -> _pipeline.InputFn:
     """Returns an ``input_fn(input_context=None)`` of stateful streams for truncated BPTT.
 
     The windows of all series, in time order, are cut into ``num_streams`` contiguous
@@ -103,7 +110,7 @@ def time_series_streams(series, *, num_streams, window, targets=None, num_epochs
     reset = first[order]
     reset[:, 0] = True
 
-    def input_fn(input_context=None):
+    def input_fn(input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         begin, per_replica, local = _sharding.stream_layout(num_streams, input_context)
         streams = np.arange(begin, begin + per_replica * local).reshape(local, per_replica)
         # Element (step, replica): the windows of that replica's streams at that step.
@@ -113,7 +120,8 @@ def time_series_streams(series, *, num_streams, window, targets=None, num_epochs
         dataset = tf.data.Dataset.from_tensor_slices(
             (starts[windows], stream_ids.astype(np.int32), resets)).repeat(num_epochs)
 
-        def make(window_starts, stream, restart):
+        def make(window_starts: tf.Tensor, stream: tf.Tensor,
+                 restart: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
             features = {"x": _gather_windows(data, window_starts, window), "stream": stream,
                         "reset": restart}
             if labels is None:
@@ -125,8 +133,10 @@ def time_series_streams(series, *, num_streams, window, targets=None, num_epochs
     return input_fn
 
 
-def time_series_windows(series, *, window, batch_size, stride=1, horizon=1, targets=None,
-                        shuffle=True, num_epochs=None, seed=None, drop_remainder=True):
+def time_series_windows(series: Any, *, window: int, batch_size: int, stride: int = 1,
+                        horizon: int = 1, targets: Any = None, shuffle: bool = True,
+                        num_epochs: int | None = None, seed: int | None = None,
+                        drop_remainder: bool = True) -> _pipeline.InputFn:
     """Returns an ``input_fn(input_context=None)`` of independent sliding windows.
 
     The stateless form, for forecasting or classification: every window of ``window``
@@ -150,13 +160,13 @@ def time_series_windows(series, *, window, batch_size, stride=1, horizon=1, targ
         raise ValueError(f"series must be longer than window + horizon = {span} steps. "
                          f"Received: lengths {lengths}")
 
-    def make(window_starts):
+    def make(window_starts: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
         x = _gather_windows(data, window_starts, window)
         if labels is None:
             return {"x": x}, _gather_windows(data, window_starts, horizon, shift=window)
         return {"x": x}, tf.gather(labels, window_starts + window - 1)
 
-    def input_fn(input_context=None):
+    def input_fn(input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         _pipeline.check_shard_not_empty(len(starts), input_context, what="windows")
         indices = _pipeline.index_batches(
             len(starts), input_context, batch_size=batch_size, shuffle=shuffle,

@@ -1,13 +1,21 @@
 """Checks on the features a model_fn receives: presence, rank and known dimensions."""
+from __future__ import annotations
+
+from typing import Any, Sequence, Union
+
 import tensorflow as tf
 
+# What a model_fn receives as features: a dict of tensors, or one tensor (feature ``x``).
+Features = Union[tf.Tensor, dict[str, tf.Tensor]]
 
-def _shape_error(name, shape_text, tensor):
+
+def _shape_error(name: str, shape_text: str, tensor: tf.Tensor) -> ValueError:
     return ValueError(f"{name} must be a tensor of shape {shape_text}. "
                       f"Received: {name} with shape {tensor.shape}")
 
 
-def _checked(name, tensor, shape_text, dims, dtype):
+def _checked(name: str, tensor: Any, shape_text: str, dims: Sequence[int | None],
+             dtype: tf.DType) -> tf.Tensor:
     """``tensor`` cast to ``dtype`` once its static shape fits ``dims``.
 
     ``dims`` has one entry per axis: an int the axis must equal when known, or None.
@@ -21,7 +29,8 @@ def _checked(name, tensor, shape_text, dims, dtype):
     return tf.cast(tensor, dtype)
 
 
-def required(features, name, shape_text, dims, dtype=tf.float32):
+def required(features: Features, name: str, shape_text: str, dims: Sequence[int | None],
+             dtype: tf.DType = tf.float32) -> tf.Tensor:
     """Feature ``name`` checked against ``dims`` (see ``_checked``).
 
     A bare tensor in place of the features dict is taken as feature ``x``.
@@ -38,7 +47,8 @@ def required(features, name, shape_text, dims, dtype=tf.float32):
     return _checked(name, features[name], shape_text, dims, dtype)
 
 
-def optional(features, name, shape_text, dims, dtype=tf.float32):
+def optional(features: Features, name: str, shape_text: str, dims: Sequence[int | None],
+             dtype: tf.DType = tf.float32) -> tf.Tensor | None:
     """Like ``required``, but None when the feature is absent."""
     if not isinstance(features, dict) or name not in features:
         return None

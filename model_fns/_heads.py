@@ -4,11 +4,18 @@ A head turns logits and labels into predictions, a loss and eval metrics. ``make
 builds the ``EstimatorSpec`` from a head, or a ``TPUEstimatorSpec`` when the model_fn runs
 under ``TPUEstimator`` (which puts ``use_tpu`` in params).
 """
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
 import tensorflow as tf
 
 from model_fns import _params
+
+if TYPE_CHECKING:
+    # What a model_fn returns; TPUEstimator's spec under TPUEstimator.
+    Spec = Union[tf.estimator.EstimatorSpec, tf.compat.v1.estimator.tpu.TPUEstimatorSpec]
 
 v1 = tf.compat.v1
 ModeKeys = tf.estimator.ModeKeys
@@ -29,7 +36,7 @@ TRAINING_PARAMS = {
 }
 
 
-def _target_shape(logits, trailing):
+def _target_shape(logits: tf.Tensor, trailing: Sequence[int]) -> list[int] | tf.Tensor:
     """The static shape of ``logits`` without its last axis (plus ``trailing``)."""
     shape = logits.shape[:-1].concatenate(trailing)
     if shape.is_fully_defined():
@@ -44,25 +51,27 @@ class ClassificationHead:
     num_classes: int
 
     @property
-    def width(self):
+    def width(self) -> int:
         """The size of the logits' last axis."""
         return self.num_classes
 
-    def predictions(self, logits):
+    def predictions(self, logits: tf.Tensor) -> dict[str, tf.Tensor]:
         return {"logits": logits, "probabilities": tf.nn.softmax(logits),
                 "classes": tf.argmax(logits, axis=-1)}
 
-    def labels(self, labels, logits):
+    def labels(self, labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
         return tf.reshape(tf.cast(labels, tf.int64), _target_shape(logits, []))
 
-    def loss(self, labels, logits, weights):
+    def loss(self, labels: tf.Tensor, logits: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
         return v1.losses.sparse_softmax_cross_entropy(labels, logits, weights)
 
-    def batch_metrics(self, labels, logits, weights):
+    def batch_metrics(self, labels: tf.Tensor, logits: tf.Tensor,
+                      weights: tf.Tensor) -> dict[str, tf.Tensor]:
         correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1), labels), tf.float32)
         return {"batch_accuracy": tf.reduce_sum(correct * weights) / tf.reduce_sum(weights)}
 
-    def metrics(self, labels, logits, weights):
+    def metrics(self, labels: tf.Tensor, logits: tf.Tensor,
+                weights: tf.Tensor) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
         metrics = {"accuracy": v1.metrics.accuracy(labels, tf.argmax(logits, axis=-1), weights)}
         if self.num_classes == 2:
             metrics["auc"] = v1.metrics.auc(labels, tf.nn.softmax(logits)[..., 1], weights)
@@ -76,36 +85,43 @@ class RegressionHead:
     num_outputs: int
 
     @property
-    def width(self):
+    def width(self) -> int:
         """The size of the logits' last axis."""
         return self.num_outputs
 
-    def predictions(self, logits):
+    def predictions(self, logits: tf.Tensor) -> dict[str, tf.Tensor]:
         return {"logits": logits, "predictions": logits}
 
-    def labels(self, labels, logits):
+    def labels(self, labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
         return tf.reshape(tf.cast(labels, tf.float32), _target_shape(logits, [self.num_outputs]))
 
-    def loss(self, labels, logits, weights):
+    def loss(self, labels: tf.Tensor, logits: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
         return v1.losses.mean_squared_error(labels, logits, weights[..., None])
 
-    def batch_metrics(self, labels, logits, weights):
+    def batch_metrics(self, labels: tf.Tensor, logits: tf.Tensor,
+                      weights: tf.Tensor) -> dict[str, tf.Tensor]:
         error = tf.abs(labels - logits) * weights[..., None]
         return {"batch_mae": tf.reduce_sum(error) / (tf.reduce_sum(weights) * self.num_outputs)}
 
-    def metrics(self, labels, logits, weights):
+    def metrics(self, labels: tf.Tensor, logits: tf.Tensor,
+                weights: tf.Tensor) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
         weights = weights[..., None] * tf.ones_like(labels)
         return {"rmse": v1.metrics.root_mean_squared_error(labels, logits, weights),
                 "mae": v1.metrics.mean_absolute_error(labels, logits, weights)}
 
 
-def _sum_across_replicas(strategy, *values):
+Head = Union[ClassificationHead, RegressionHead]
+
+
+def _sum_across_replicas(strategy: tf.distribute.Strategy,
+                         *values: tf.Tensor) -> list[tf.Tensor]:
     # ReplicaContext.all_reduce wraps a custom gradient that fails in graph mode.
     return strategy.extended.batch_reduce_to(tf.distribute.ReduceOp.SUM,
                                              [(value, value) for value in values])
 
 
-def _clipped(grads, clip_norm, on_tpu):
+def _clipped(grads: Sequence[tf.Tensor], clip_norm: float,
+             on_tpu: bool) -> tuple[list[tf.Tensor], tf.Tensor]:
     """Clips the gradient summed over replicas (TPU shards) to a global norm of ``clip_norm``.
 
     So a run clips the same way on one device and under a strategy. Returns the
@@ -124,7 +140,8 @@ def _clipped(grads, clip_norm, on_tpu):
     return [g / replicas for g in clipped], norm
 
 
-def _train_op(loss, params, update_ops):
+def _train_op(loss: tf.Tensor, params: dict[str, Any],
+              update_ops: Sequence[tf.Operation]) -> tf.Operation:
     """Minimizes ``loss`` (cross-shard on TPU), clipping gradients when ``clip_norm`` is set.
 
     Off TPU, summary ``gradient_norm`` is the norm of the whole batch's gradient (before
@@ -135,6 +152,7 @@ def _train_op(loss, params, update_ops):
     base = OPTIMIZERS[params["optimizer"]](params["learning_rate"])
     optimizer = v1.tpu.CrossShardOptimizer(base) if on_tpu else base
     grads_and_vars = [(g, v) for g, v in optimizer.compute_gradients(loss) if g is not None]
+    grads: Sequence[tf.Tensor]
     grads, variables = zip(*grads_and_vars)
     norm = None
     if params["clip_norm"] is not None:
@@ -150,14 +168,16 @@ def _train_op(loss, params, update_ops):
                                          global_step=v1.train.get_global_step())
 
 
-def _spec(params, **kwargs):
+def _spec(params: dict[str, Any], **kwargs: Any) -> Spec:
     if "use_tpu" in params:
         return v1.estimator.tpu.TPUEstimatorSpec(**kwargs)
     return tf.estimator.EstimatorSpec(**kwargs)
 
 
-def make_spec(mode, *, head, logits, labels, params, predictions=None, weights=None,
-              loss_dependencies=(), update_ops=()):
+def make_spec(mode: str, *, head: Head, logits: tf.Tensor, labels: tf.Tensor | None,
+              params: dict[str, Any], predictions: dict[str, tf.Tensor] | None = None,
+              weights: tf.Tensor | None = None, loss_dependencies: Sequence[tf.Operation] = (),
+              update_ops: Sequence[tf.Operation] = ()) -> Spec:
     """The spec of a model_fn with output ``logits``.
 
     Args:

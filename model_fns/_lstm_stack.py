@@ -41,6 +41,10 @@ State contract: the state of the stack is two tensors ``c`` and ``h``, each
 [batch, num_layers * num_units], layer 0's units first. With one layer that is the
 ``LSTMStateTuple(c, h)`` of a BasicLSTMCell. Zeros are the state before any input.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+
 import tensorflow as tf
 
 v1 = tf.compat.v1
@@ -50,29 +54,29 @@ FORGET_BIAS = 1.0
 GRADIENT = "EstimatorDistLSTMLayer"
 
 
-def _scopes(num_layers):
+def _scopes(num_layers: int) -> list[str]:
     if num_layers == 1:
         return ["rnn"]
     return [f"rnn/multi_rnn_cell/cell_{i}" for i in range(num_layers)]
 
 
-def cell_scopes(num_layers):
+def cell_scopes(num_layers: int) -> list[str]:
     """The variable scope of each layer's ``kernel`` and ``bias``, layer 0 first."""
     return [f"{scope}/basic_lstm_cell" for scope in _scopes(num_layers)]
 
 
-def _glorot_uniform():
+def _glorot_uniform() -> Any:
     """BasicLSTMCell's default kernel initializer: that of the Keras serving the TF1 layers
     and cells, tf.keras on TF 2.15, tf-keras on 2.16+ (where tf.keras is Keras 3, whose
     initializer draws through other ops)."""
     if tf.__version__.startswith("2.15."):
         return tf.keras.initializers.get("glorot_uniform")
-    import tf_keras  # pylint: disable=import-outside-toplevel
+    import tf_keras  # Late: loads Keras.
 
     return tf_keras.initializers.get("glorot_uniform")
 
 
-def _variables(scope, dim, num_units):
+def _variables(scope: str, dim: int, num_units: int) -> tuple[tf.Tensor, tf.Tensor]:
     """A layer's kernel and bias, created as BasicLSTMCell creates them."""
     with v1.variable_scope(scope):
         initializer = v1.get_variable_scope().initializer or _glorot_uniform()
@@ -82,12 +86,14 @@ def _variables(scope, dim, num_units):
     return tf.convert_to_tensor(kernel), tf.convert_to_tensor(bias)
 
 
-def _steps(size, batch, width):
+def _steps(size: int | tf.Tensor, batch: int | None, width: int) -> tf.TensorArray:
     return tf.TensorArray(tf.float32, size=size, element_shape=[batch, width],
                           clear_after_read=False)
 
 
-def _forward(x, c0, h0, kernel, bias, live, saving):
+def _forward(x: tf.Tensor, c0: tf.Tensor, h0: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor,
+             live: tf.Tensor | None, saving: bool
+             ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, list[tf.TensorArray]]:
     """The loop over time-major ``x`` [time, batch, dim] from the state (c0, h0).
 
     Returns its time-major outputs, final c and h, and, when ``saving``, the
@@ -102,7 +108,8 @@ def _forward(x, c0, h0, kernel, bias, live, saving):
     projected = tf.reshape(tf.matmul(tf.reshape(x, [-1, dim]), w_x) + gate_bias,
                            [time, -1, 4 * units])
 
-    def step(t, c, h, hs, saved):
+    def step(t: tf.Tensor, c: tf.Tensor, h: tf.Tensor, hs: tf.TensorArray,
+             saved: list[tf.TensorArray]) -> tuple[Any, ...]:
         i, j, f, o = tf.split(projected[t] + tf.matmul(h, w_h), 4, axis=1)
         i, j, f, o = tf.sigmoid(i), tf.tanh(j), tf.sigmoid(f), tf.sigmoid(o)
         new_c = c * f + i * j
@@ -121,14 +128,14 @@ def _forward(x, c0, h0, kernel, bias, live, saving):
     return outputs, c, h, saved
 
 
-def _held(array):
+def _held(array: tf.TensorArray) -> tf.Tensor:
     """What stands for a TensorArray of saved activations among the layer op's inputs: its
     list (TF2 control flow), or its stacked values (TF1 control flow, whose TensorArray
     handles cannot pass through the op)."""
     return array.flow if array.handle is None else array.stack()
 
 
-def _reader(held):
+def _reader(held: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
     """Reads step t of what ``_held`` returned."""
     if held.dtype == tf.variant:
         return tf.TensorArray(tf.float32, flow=held).read
@@ -136,7 +143,8 @@ def _reader(held):
 
 
 @tf.RegisterGradient(GRADIENT)
-def _layer_gradient(op, d_outputs, d_c, d_h, *_):
+def _layer_gradient(op: tf.Operation, d_outputs: tf.Tensor, d_c: tf.Tensor, d_h: tf.Tensor,
+                    *_: tf.Tensor) -> list[tf.Tensor | None]:
     """The gradient of a layer from what its ``IdentityN`` op holds: the outputs, the
     final state, then x, c0, h0, kernel, bias, ``live`` when given, and the saved
     activations. Nothing else is kept, so no graph outlives its use."""
@@ -151,7 +159,8 @@ def _layer_gradient(op, d_outputs, d_c, d_h, *_):
         d_outputs = tf.where(live, d_outputs, 0.0)
     rows = tf.concat([x, tf.concat([h0[None], outputs], 0)[:-1]], 2)  # [x_t, h_t-1]
 
-    def back(t, dc, dh, d_kernel, d_bias, d_gates):
+    def back(t: tf.Tensor, dc: tf.Tensor, dh: tf.Tensor, d_kernel: tf.Tensor, d_bias: tf.Tensor,
+             d_gates: tf.TensorArray) -> tuple[tf.Tensor, ...]:
         i, j, f, o, c_prev, tanh_c = (read(t) for read in saved)
         dh_in = dh + d_outputs[t]
         dc_in = dc + tf.raw_ops.TanhGrad(y=tanh_c, dy=dh_in * o)
@@ -178,7 +187,8 @@ def _layer_gradient(op, d_outputs, d_c, d_h, *_):
     return [None] * 3 + [dx, dc0, dh0, d_kernel, d_bias] + [None] * (len(op.inputs) - 8)
 
 
-def _layer(x, c0, h0, kernel, bias, live, needs_gradient):
+def _layer(x: tf.Tensor, c0: tf.Tensor, h0: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor,
+           live: tf.Tensor | None, needs_gradient: bool) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """One layer over time-major ``x`` [time, batch, dim] from the state (c0, h0).
 
     Returns its time-major outputs and final c and h. ``live``: None, or bool
@@ -195,8 +205,10 @@ def _layer(x, c0, h0, kernel, bias, live, needs_gradient):
     return outputs, c, h
 
 
-def run(x, initial_c, initial_h, *, num_units, num_layers, sequence_length=None,
-        dropout=0.0, training=False, needs_gradient=True):
+def run(x: tf.Tensor, initial_c: tf.Tensor, initial_h: tf.Tensor, *, num_units: int,
+        num_layers: int, sequence_length: tf.Tensor | None = None, dropout: float = 0.0,
+        training: bool = False, needs_gradient: bool = True
+        ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """Runs the stack over ``x`` from the given state.
 
     Args:

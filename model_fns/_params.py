@@ -5,9 +5,11 @@ A model_fn declares its params as a dict from name to ``Param(rule, default)``;
 Every error names the param, the rule and the value received, e.g.
 ``num_units must be a positive int. Received: num_units=0``.
 """
+from __future__ import annotations
+
 import dataclasses
 import numbers
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 REQUIRED = object()
 
@@ -31,11 +33,11 @@ class Param:
     default: Any = REQUIRED
 
 
-def _is_int(value):
+def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_number(value):
+def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -48,23 +50,23 @@ UNITS_LIST = Rule("a list of positive ints",
                   lambda v: isinstance(v, (list, tuple)) and all(POSITIVE_INT.check(u) for u in v))
 
 
-def optional(rule):
+def optional(rule: Rule) -> Rule:
     """``rule`` or None."""
     return Rule(f"None or {rule.description}", lambda v: v is None or rule.check(v))
 
 
-def one_of(names):
+def one_of(names: Iterable[str]) -> Rule:
     """One of ``names`` (strings)."""
     listed = ", ".join(repr(n) for n in sorted(names))
     return Rule(f"one of {listed}", lambda v: isinstance(v, str) and v in names)
 
 
-def error(name, rule_text, value):
+def error(name: str, rule_text: str, value: Any) -> ValueError:
     """The ValueError for ``name`` breaking ``rule_text`` with ``value``."""
     return ValueError(f"{name} must be {rule_text}. Received: {name}={value!r}")
 
 
-def resolve(params, table):
+def resolve(params: Mapping[str, Any] | None, table: Mapping[str, Param]) -> dict[str, Any]:
     """Returns ``params`` checked against ``table``, with defaults filled in.
 
     Keys TPUEstimator adds (``batch_size``, ``use_tpu``, ``context``) pass through.

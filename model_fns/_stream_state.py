@@ -19,14 +19,20 @@ replica (or worker). So the variables are mirrored with SUM aggregation: each re
 writes the change of its own rows, the changes are summed over replicas (one
 all-reduce of [K, state] per step), and every copy holds every stream's state.
 """
+from __future__ import annotations
+
+from typing import Callable
+
 import tensorflow as tf
 
 from model_fns import _features
 
 v1 = tf.compat.v1
+# ``save(final_c, final_h)``: the op that writes a batch's final state back.
+SaveState = Callable[[tf.Tensor, tf.Tensor], tf.Operation]
 
 
-def _variable(name, num_streams, state_size, training):
+def _variable(name: str, num_streams: int, state_size: int, training: bool) -> tf.Variable:
     collection = v1.GraphKeys.GLOBAL_VARIABLES if training else v1.GraphKeys.LOCAL_VARIABLES
     scope = "stream_state" if training else "eval_stream_state"
     return v1.get_variable(
@@ -36,7 +42,8 @@ def _variable(name, num_streams, state_size, training):
         aggregation=tf.VariableAggregation.SUM)
 
 
-def carried_state(features, *, training, num_streams, state_size, on_tpu):
+def carried_state(features: dict[str, tf.Tensor], *, training: bool, num_streams: int,
+                  state_size: int, on_tpu: bool) -> tuple[tf.Tensor, tf.Tensor, SaveState]:
     """The initial state of this batch's rows and a function that saves their final state.
 
     Args:
@@ -56,7 +63,7 @@ def carried_state(features, *, training, num_streams, state_size, on_tpu):
     saved = [tf.gather(variable, stream) for variable in variables]
     initial = [tf.where(reset[:, None], tf.zeros_like(s), s) for s in saved]
 
-    def save(final_c, final_h):
+    def save(final_c: tf.Tensor, final_h: tf.Tensor) -> tf.Operation:
         updates = []
         for variable, old, new in zip(variables, saved, (final_c, final_h)):
             change = tf.scatter_nd(stream[:, None], new - old, [num_streams, state_size])

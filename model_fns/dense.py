@@ -1,4 +1,8 @@
 """``dense_classifier_model_fn``: a feed-forward softmax classifier."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
 import tensorflow as tf
 
 from model_fns import _features, _heads, _params
@@ -15,13 +19,14 @@ PARAMS = {
 }
 
 
-def resolve_params(params):
+def resolve_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """``params`` checked against ``PARAMS`` with defaults filled in (``ValueError`` names
     the param, the rule and the value)."""
     return _params.resolve(params, PARAMS)
 
 
-def dense_classifier_model_fn(features, labels, mode, params):
+def dense_classifier_model_fn(features: _features.Features, labels: tf.Tensor | None, mode: str,
+                              params: Mapping[str, Any] | None) -> _heads.Spec:
     """A dense softmax classifier over feature ``x`` float [batch, dim].
 
     Each hidden layer is a dense layer (``hidden_{i}``), then batch norm

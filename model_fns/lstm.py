@@ -1,5 +1,9 @@
 """``lstm_model_fn``: a stack of LSTM layers (``BasicLSTMCell``'s variables) with explicit
 state."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
 import tensorflow as tf
 
 from model_fns import _features, _heads, _lstm_stack, _params, _stream_state
@@ -23,7 +27,7 @@ PARAMS = {
 }
 
 
-def resolve_params(params):
+def resolve_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """``params`` checked against ``PARAMS`` and the rules between them, with defaults
     filled in (``ValueError`` names the param, the rule and the value)."""
     params = _params.resolve(params, PARAMS)
@@ -32,23 +36,24 @@ def resolve_params(params):
     return params
 
 
-def state_width(params):
+def state_width(params: Mapping[str, Any]) -> int:
     """The width of ``state_c`` and ``state_h``: ``num_layers * num_units`` (layer 0's units
     first, see ``model_fns._lstm_stack``); ``num_layers`` defaults as in ``PARAMS``."""
     return params.get("num_layers", PARAMS["num_layers"].default) * params["num_units"]
 
 
-def _head(params):
+def _head(params: dict[str, Any]) -> _heads.Head:
     if params["task"] == "regression":
         return _heads.RegressionHead(params["num_outputs"])
     return _heads.ClassificationHead(params["num_classes"])
 
 
-def _batch_size(x):
+def _batch_size(x: tf.Tensor) -> int | tf.Tensor:
     return x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
 
 
-def _given_state(features, x, state_size):
+def _given_state(features: _features.Features, x: tf.Tensor,
+                 state_size: int) -> tuple[tf.Tensor, tf.Tensor]:
     """``state_c``/``state_h`` from the features, or zeros when neither is given."""
     dims, text = [x.shape[0], state_size], f"[batch, {state_size}]"
     state = [_features.optional(features, name, text, dims) for name in ("state_c", "state_h")]
@@ -62,7 +67,8 @@ def _given_state(features, x, state_size):
     return state[0], state[1]
 
 
-def _head_inputs(outputs, sequence_length, output):
+def _head_inputs(outputs: tf.Tensor, sequence_length: tf.Tensor | None,
+                 output: str) -> tuple[tf.Tensor, tf.Tensor | None]:
     """The outputs the logits are computed from, and the loss weights (None: all 1).
 
     ``output="last"``: each row's last valid step. ``"sequence"``: every step, with
@@ -78,7 +84,8 @@ def _head_inputs(outputs, sequence_length, output):
     return outputs, tf.sequence_mask(sequence_length, time, dtype=tf.float32)
 
 
-def lstm_model_fn(features, labels, mode, params):
+def lstm_model_fn(features: _features.Features, labels: tf.Tensor | None, mode: str,
+                  params: Mapping[str, Any] | None) -> _heads.Spec:
     """An LSTM over feature ``x`` float [batch, time, dim].
 
     Features:

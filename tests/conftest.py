@@ -102,7 +102,7 @@ def other_end_python():
     built once from this checkout with a Python of the other end found under pyenv."""
     if os.environ.get(OTHER_PYTHON_ENV):
         return os.environ[OTHER_PYTHON_ENV]
-    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
+    from estimator_dist import mends
 
     current = mends.tensorflow_release() != "2.15"
     python = _interpreter_of_the_other_end(current)

@@ -13,11 +13,14 @@ waiting for peers); a closed stdout (``| head``) ends the command quietly.
 ``python -m estimator_dist.NAME`` and the ``estimator-dist-NAME`` console script both call
 ``estimator_dist.NAME.script``, which ends the process through ``exit_with``.
 """
+from __future__ import annotations
+
 import argparse
 import gc
 import os
 import signal
 import sys
+from typing import Any, Callable, NoReturn, Sequence
 
 from estimator_dist.errors import EnvironmentFault, TaskEnd, UsageError, nearest_hint
 
@@ -28,7 +31,7 @@ class OneLineParser(argparse.ArgumentParser):
     An unknown flag gets the nearest known one as a hint.
     """
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments: "):
             flags = [w for w in message.split()[2:] if w.startswith("--")]
             options = [o for o in self._option_string_actions if o.startswith("--")]
@@ -36,8 +39,8 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _int_at_least(minimum, rule):
-    def parse(text):
+def _int_at_least(minimum: int, rule: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
@@ -57,13 +60,13 @@ class Terminated(BaseException):
     """Raised by a command's SIGTERM handler; ``run`` ends the command in one line."""
 
 
-def raise_terminated(signum, frame):
+def raise_terminated(signum: int, frame: Any) -> NoReturn:
     """A SIGTERM handler that raises ``Terminated``."""
     del signum, frame  # Unused.
     raise Terminated()
 
 
-def command_parser(name, description, subparsers=None):
+def command_parser(name: str, description: str, subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of command ``name``: standalone (``python -m estimator_dist.NAME``), or
     added to ``subparsers``."""
     if subparsers is None:
@@ -71,7 +74,8 @@ def command_parser(name, description, subparsers=None):
     return subparsers.add_parser(name, description=description)
 
 
-def run(parser, command, argv=None, *, interrupted_note=None):
+def run(parser: argparse.ArgumentParser, command: Callable[[argparse.Namespace], int],
+        argv: Sequence[str] | None = None, *, interrupted_note: str | None = None) -> int:
     """Parses ``argv``, runs ``command(args)`` and returns the process exit code.
 
     With ``--verbose`` (where a command has it) a user error is raised with its traceback.
@@ -97,14 +101,14 @@ def run(parser, command, argv=None, *, interrupted_note=None):
         return _reader_left()
 
 
-def _reader_left():
+def _reader_left() -> int:
     """Whoever read stdout left (e.g. ``| head``): the rest goes nowhere, without a
     traceback; the exit code is 1."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 1
 
 
-def _code_of(main):
+def _code_of(main: Callable[[], int]) -> Any:
     """``main()``'s exit code; argparse's ``--help`` and usage errors end it with
     ``SystemExit``, whose code is the exit code alike."""
     try:
@@ -113,7 +117,7 @@ def _code_of(main):
         return stop.code
 
 
-def exit_with(main):
+def exit_with(main: Callable[[], int]) -> NoReturn:
     """Runs a command's ``main()`` and ends the process with its exit code.
 
     stdout is flushed here, where a reader that left still ends the command quietly. The

@@ -11,19 +11,25 @@ line), every mend and whether it is active, and whether ``python -m estimator_di
 can isolate a local cluster in a private network namespace. Changes nothing; exits 0
 whatever it finds.
 """
+from __future__ import annotations
+
 import json
 import os
 import platform
 import subprocess
 import sys
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from estimator_dist.commands import cli, logs
+
+if TYPE_CHECKING:
+    import argparse
 
 _CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 _ISOLATION_SECONDS = 30
 
 
-def doctor_parser(subparsers=None):
+def doctor_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of the doctor command (standalone, or added to ``subparsers``)."""
     parser = cli.command_parser(
         "doctor", "Print versions, devices, CPU features, the cluster this process would "
@@ -33,18 +39,18 @@ def doctor_parser(subparsers=None):
     return parser
 
 
-def versions():
+def versions() -> dict[str, str]:
     """Python, the platform and the installed distributions, as a run records them."""
-    from estimator_dist import run_record  # pylint: disable=import-outside-toplevel
+    from estimator_dist import run_record
 
     return {"platform": platform.platform(), **run_record.versions()}
 
 
-def devices():
+def devices() -> dict[str, Any]:
     """The physical CPUs and GPUs, and the devices a "mirrored" run would replicate over."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
-    from estimator_dist.distribute import strategies  # pylint: disable=import-outside-toplevel
+    from estimator_dist.distribute import strategies  # Late: loads TensorFlow.
 
     gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
     mirrored = ([f"/gpu:{i}" for i in range(len(gpus))] if gpus else
@@ -54,7 +60,7 @@ def devices():
             "mirrored_reduction": "NCCL/all-reduce" if gpus else "ReductionToOneDevice"}
 
 
-def cpu_features(cpuinfo="/proc/cpuinfo"):
+def cpu_features(cpuinfo: str = "/proc/cpuinfo") -> dict[str, Any]:
     """The CPU model and which of ``_CPU_FLAGS`` it has (None each where unreadable)."""
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as file:
@@ -67,10 +73,10 @@ def cpu_features(cpuinfo="/proc/cpuinfo"):
     return {"model": fields.get("model name"), **{flag: flag in flags for flag in _CPU_FLAGS}}
 
 
-def cluster_state(environ=None):
+def cluster_state(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The cluster source this process would use and the TF_CONFIG it resolves to."""
-    from estimator_dist.distribute import cluster_sources  # pylint: disable=import-outside-toplevel
-    from estimator_dist.errors import UsageError  # pylint: disable=import-outside-toplevel
+    from estimator_dist.distribute import cluster_sources
+    from estimator_dist.errors import UsageError
 
     environ = os.environ if environ is None else environ
     present = [variable for _, variable, _ in cluster_sources.SOURCES if environ.get(variable)]
@@ -83,17 +89,17 @@ def cluster_state(environ=None):
     return {"source": source, "tf_config": json.loads(config.to_json()), "fault": None}
 
 
-def mend_states():
+def mend_states() -> dict[str, dict[str, Any]]:
     """Every mend: its scope, strategies and whether it is active here."""
-    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
-    from estimator_dist.errors import UsageError  # pylint: disable=import-outside-toplevel
+    from estimator_dist import mends
+    from estimator_dist.errors import UsageError
 
     try:
         off, off_fault = mends.turned_off(), None
     except UsageError as error:
         off, off_fault = frozenset(), str(error)
     release = mends.tensorflow_release()
-    states = {}
+    states: dict[str, dict[str, Any]] = {}
     for name, mend in mends.MENDS.items():
         fault = off_fault or mends.version_fault(mend)
         state = ("refused: " + fault if fault else f"off ({mends.OFF_VARIABLE})" if name in off
@@ -104,7 +110,7 @@ def mend_states():
     return states
 
 
-def isolation():
+def isolation() -> dict[str, Any]:
     """Whether the launcher can put a local cluster in a private network namespace (tried
     in a child process, which ends with it)."""
     probe = ("from estimator_dist.supervisor.isolation import isolate_network\n"
@@ -120,16 +126,16 @@ def isolation():
     return {"available": done.returncode == 0, "reason": None if done.returncode == 0 else reason}
 
 
-def tensorflow_state():
+def tensorflow_state() -> dict[str, Any]:
     """The TensorFlow release in use, and the mends that give it ``tf.estimator`` back."""
-    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
+    from estimator_dist import mends
 
     restoring = [name for name, mend in mends.MENDS.items()
                  if mend.scope == "import" and name in mends.installed()]
     return {"release": mends.tensorflow_release(), "estimator_restored_by": restoring}
 
 
-def report():
+def report() -> dict[str, Any]:
     """Everything ``doctor`` prints, as one dict."""
     devices_found = devices()  # Imports TensorFlow, which installs the "import" mends.
     return {"versions": versions(), "tensorflow": tensorflow_state(), "devices": devices_found,
@@ -137,11 +143,11 @@ def report():
             "isolation": isolation()}
 
 
-def _yes(value):
+def _yes(value: bool | None) -> str:
     return "unknown" if value is None else ("yes" if value else "no")
 
 
-def _cluster_lines(cluster):
+def _cluster_lines(cluster: Mapping[str, Any]) -> list[str]:
     if cluster["fault"]:
         return [f"source       {cluster['source']}", f"fault        {cluster['fault']}"]
     if cluster["source"] is None:
@@ -151,7 +157,7 @@ def _cluster_lines(cluster):
             f"TF_CONFIG    {json.dumps(cluster['tf_config'], sort_keys=True)}"]
 
 
-def format_report(facts):
+def format_report(facts: Mapping[str, Any]) -> str:
     """The report as the text a user pastes into a bug report."""
     lines = ["## versions"] + [f"{name:<21}{version or 'not installed'}"
                                 for name, version in facts["versions"].items()]
@@ -182,12 +188,12 @@ def format_report(facts):
     return "\n".join(lines)
 
 
-def doctor_command(args):
+def doctor_command(args: argparse.Namespace) -> int:
     facts = report()
     print(json.dumps(facts, indent=2, sort_keys=True) if args.json else format_report(facts))
     return 0
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     logs.quiet_tensorflow(verbose=False)
     return cli.run(doctor_parser(), doctor_command, argv)

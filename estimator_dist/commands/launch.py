@@ -28,7 +28,10 @@ on this machine, in the host's namespace) need ``--allow-network-exposure``.
 This module is the front end: the flags, checked. The launch itself (starting the tasks,
 watching them, restarting, forwarding signals, stopping) is ``supervisor.supervise``.
 """
+from __future__ import annotations
+
 import argparse
+from typing import Any, Sequence
 
 from estimator_dist.commands import cli
 from estimator_dist.errors import UsageError
@@ -37,7 +40,7 @@ from estimator_dist.supervisor import capacity, isolation, restarts, supervise
 _BASE_PORT = 2222
 
 
-def launch_parser(subparsers=None):
+def launch_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of the launch command (standalone, or added to ``subparsers``)."""
     parser = cli.command_parser(
         "launch", "Run COMMAND once per task of a local cluster, each with its TF_CONFIG.",
@@ -74,7 +77,7 @@ def launch_parser(subparsers=None):
     return parser
 
 
-def _add_multi_host_flags(parser):
+def _add_multi_host_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "multi-host (one launcher per node, as torchrun --nnodes --node-rank)")
     group.add_argument("--nodes", type=cli.positive_int, metavar="N",
@@ -89,7 +92,7 @@ def _add_multi_host_flags(parser):
                             f"(default: {_BASE_PORT})")
 
 
-def _validate_launch_args(args):
+def _validate_launch_args(args: argparse.Namespace) -> list[str]:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError("COMMAND must follow --. Received: no command")
@@ -117,7 +120,7 @@ def _validate_launch_args(args):
     return command
 
 
-def _validate_multi_host(args):
+def _validate_multi_host(args: argparse.Namespace) -> None:
     multi_host = (args.nodes, args.node_rank, args.hosts)
     if all(value is None for value in multi_host):
         return
@@ -138,12 +141,12 @@ def _validate_multi_host(args):
     args.hosts = hosts
 
 
-def launch_command(args):
+def launch_command(args: argparse.Namespace) -> int:
     """Runs the cluster ``args`` describe; returns the process exit code."""
     command = _validate_launch_args(args)
     _validate_multi_host(args)
     return supervise.run(command, args)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     return cli.run(launch_parser(), launch_command, argv)

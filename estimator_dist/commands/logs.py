@@ -6,15 +6,18 @@ while they load and find their devices (oneDNN, "Could not find cuda drivers", a
 ``cuInit``) come before absl's logging is set up, where no level applies: ``quiet_import``
 sends them to /dev/null.
 """
+from __future__ import annotations
+
 import logging
 import os
 import sys
 import warnings
+from typing import Any
 
 from estimator_dist.mends import registry
 
 
-def quiet_tensorflow(verbose):
+def quiet_tensorflow(verbose: bool) -> None:
     """Silences TensorFlow's info and warning output unless ``verbose``."""
     if verbose:
         return
@@ -27,13 +30,13 @@ def quiet_tensorflow(verbose):
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def tensorflow_python_logging(verbose):
+def tensorflow_python_logging(verbose: bool) -> None:
     """Sets TF's Python logger after import (its v1 logging resets the level).
 
     Verbose shows TensorFlow's and Estimator's INFO logs; otherwise even errors are
     silenced: the CLI reports every failure itself, in one line.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     level = logging.INFO if verbose else logging.CRITICAL
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO if verbose
@@ -44,10 +47,10 @@ def tensorflow_python_logging(verbose):
 class _QuietImport(registry.AfterImport):
     """Imports ``tensorflow`` with file descriptor 2 on /dev/null, then steps aside."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("tensorflow", None)
 
-    def exec_module(self, module):
+    def exec_module(self, module: Any) -> None:
         sys.stderr.flush()
         saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
         try:
@@ -61,7 +64,7 @@ class _QuietImport(registry.AfterImport):
             os.close(null)
 
 
-def quiet_import():
+def quiet_import() -> None:
     """Silences what TensorFlow 2.16+ logs while it is imported (C++ lines no log level
     reaches), from the moment it is imported; nothing on 2.15, or once it is imported."""
     release = registry.tensorflow_release()

@@ -20,8 +20,11 @@ Symlinks resolved, ``OUT`` must neither be, hold nor lie inside ``D``, and an ex
 A checkpoint of another model_fn converts through a mapping file instead of ``D``
 (``--checkpoint``, ``--mapping``, ``--keras-model``): see ``checkpoint_mapping``.
 """
+from __future__ import annotations
+
 import os
 import sys
+from typing import TYPE_CHECKING, Any, Sequence
 
 from estimator_dist.commands import cli, logs
 from estimator_dist.conversion import checkpoint_mapping
@@ -29,8 +32,11 @@ from estimator_dist.conversion.keras_conversion import (KERAS_CHOICES, check_out
                                                         latest_checkpoint, save, to_keras)
 from estimator_dist.errors import UsageError, check_existing_dir
 
+if TYPE_CHECKING:
+    import argparse
 
-def migrate_parser(subparsers=None):
+
+def migrate_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of the migrate command (standalone, or added to ``subparsers``)."""
     parser = cli.command_parser(
         "migrate", "Convert the latest checkpoint of a train run to a Keras model with the "
@@ -53,7 +59,8 @@ def migrate_parser(subparsers=None):
     return parser
 
 
-def checked_output(output, source, overwrite, *, source_name="model_dir"):
+def checked_output(output: str, source: str, overwrite: bool, *,
+                   source_name: str = "model_dir") -> str:
     """Returns the real path of ``output`` once it proved safe to write.
 
     Refuses an ``output`` that is, holds or lies inside ``source`` (what migrate reads;
@@ -67,7 +74,7 @@ def checked_output(output, source, overwrite, *, source_name="model_dir"):
     return check_output(output, overwrite)
 
 
-def _add_mapping_arguments(parser):
+def _add_mapping_arguments(parser: argparse.ArgumentParser) -> None:
     """The mapping mode's flags, in their own group of the migrate parser."""
     group = parser.add_argument_group(
         "mapping mode", "convert the checkpoint of your own model_fn (instead of --model-dir)")
@@ -79,7 +86,7 @@ def _add_mapping_arguments(parser):
                        help="a function returning the Keras model to fill")
 
 
-def _mapping_mode(args):
+def _mapping_mode(args: argparse.Namespace) -> bool:
     """Whether ``args`` ask for the mapping mode (checked: all of its flags, no model dir)."""
     flags = {"checkpoint": args.checkpoint, "mapping": args.mapping,
              "keras_model": args.keras_model}
@@ -98,7 +105,7 @@ def _mapping_mode(args):
     return True
 
 
-def _mapping_command(args):
+def _mapping_command(args: argparse.Namespace) -> int:
     """Converts and saves as the mapping mode's ``args`` say; returns the exit code."""
     mapping = checkpoint_mapping.load_mapping(args.mapping)
     logs.quiet_tensorflow(verbose=False)
@@ -115,22 +122,22 @@ def _mapping_command(args):
     return 0
 
 
-def _validate_migrate_args(args):
+def _validate_migrate_args(args: argparse.Namespace) -> str:
     """Checks the flags before TensorFlow is imported; returns the real output path."""
     check_existing_dir("model_dir", args.model_dir)
     return checked_output(args.output, args.model_dir, args.overwrite)
 
 
-def _describe(keras_model):
+def _describe(keras_model: Any) -> str:
     inputs, outputs = keras_model.input, keras_model.output
     return (f"{keras_model.name}: inputs {', '.join(inputs)}; "
             f"outputs {', '.join(outputs)}")
 
 
-def _intact_checkpoint(model_dir):
+def _intact_checkpoint(model_dir: str) -> str:
     """The checkpoint a resume of ``model_dir`` would restore; warns when that is not the
     one its state file names."""
-    from estimator_dist.job import checkpoints  # pylint: disable=import-outside-toplevel
+    from estimator_dist.job import checkpoints  # Late: loads TensorFlow.
 
     resume = checkpoints.inspect(model_dir)
     if resume.path is None:
@@ -141,7 +148,7 @@ def _intact_checkpoint(model_dir):
     return resume.path
 
 
-def migrate_command(args):
+def migrate_command(args: argparse.Namespace) -> int:
     """Converts and saves as ``args`` say; returns the process exit code."""
     if _mapping_mode(args):
         return _mapping_command(args)
@@ -157,5 +164,5 @@ def migrate_command(args):
     return 0
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     return cli.run(migrate_parser(), migrate_command, argv)

@@ -6,17 +6,25 @@ Reads the event files of the train run (``D``) and its evaluations (``D/eval``),
 the training loss and the eval metrics over steps, one panel each, and prints a short
 table. Needs matplotlib: ``pip install "estimator-dist[report]"``.
 """
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, Sequence
 
 from estimator_dist import run_record
 from estimator_dist.commands import cli, logs
 from estimator_dist.errors import UsageError, check_existing_dir, check_writable_path, os_fault
 
+if TYPE_CHECKING:
+    import argparse
+
 _TRAIN_TAG = "loss"
 _TABLE_ROWS = 8
+# Tag -> its points, (step, value), in step order.
+Curves = dict[str, list[tuple[int, float]]]
 
 
-def report_parser(subparsers=None):
+def report_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of the report command (standalone, or added to ``subparsers``)."""
     parser = cli.command_parser(
         "report", "Draw the training loss and eval metrics of a model dir over steps as a "
@@ -28,7 +36,7 @@ def report_parser(subparsers=None):
     return parser
 
 
-def _validate_report_args(args):
+def _validate_report_args(args: argparse.Namespace) -> str:
     check_existing_dir("model_dir", args.model_dir)
     output = args.output or os.path.join(args.model_dir, "curves.png")
     if not output.lower().endswith(".png"):
@@ -37,13 +45,13 @@ def _validate_report_args(args):
     return output
 
 
-def read_curves(model_dir):
+def read_curves(model_dir: str) -> tuple[Curves, Curves]:
     """(train, eval): tag -> [(step, value)] of the train loss and of every eval metric.
 
     Raises:
       UsageError: ``model_dir`` holds no training loss.
     """
-    from estimator_dist.job import events  # pylint: disable=import-outside-toplevel
+    from estimator_dist.job import events  # Late: loads TensorFlow.
 
     train = {t: p for t, p in events.scalars(model_dir).items() if t == _TRAIN_TAG}
     if not train:
@@ -54,20 +62,20 @@ def read_curves(model_dir):
     return train, evaluation
 
 
-def _title(model_dir):
+def _title(model_dir: str) -> str:
     settings = run_record.recorded_settings(model_dir)
     return f"{settings['model']} in {model_dir}" if "model" in settings else model_dir
 
 
-def draw(train, evaluation, output, title):
+def draw(train: Curves, evaluation: Curves, output: str, title: str) -> None:
     """Writes the two panels (train, eval) to the PNG ``output``."""
     try:
-        import matplotlib  # pylint: disable=import-outside-toplevel
+        import matplotlib  # Late: optional (the report extra).
     except ImportError:
         raise UsageError('matplotlib must be installed to draw curves: pip install '
                          '"estimator-dist[report]". Received: no matplotlib') from None
     matplotlib.use("Agg")
-    from matplotlib import pyplot  # pylint: disable=import-outside-toplevel
+    from matplotlib import pyplot  # Late: optional (the report extra).
 
     figure, (train_axes, eval_axes) = pyplot.subplots(1, 2, figsize=(11, 4))
     for axes, curves, name in ((train_axes, train, "train"), (eval_axes, evaluation, "eval")):
@@ -90,7 +98,7 @@ def draw(train, evaluation, output, title):
         pyplot.close(figure)
 
 
-def table(train, evaluation):
+def table(train: Curves, evaluation: Curves) -> list[str]:
     """Rows of step, train loss (nearest step at or before) and each eval metric."""
     tags = sorted(evaluation)
     header = ["step", f"train {_TRAIN_TAG}"] + [f"eval {t}" for t in tags]
@@ -107,7 +115,7 @@ def table(train, evaluation):
     return ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in [header] + rows]
 
 
-def report_command(args):
+def report_command(args: argparse.Namespace) -> int:
     output = _validate_report_args(args)
     logs.quiet_tensorflow(verbose=False)
     train, evaluation = read_curves(args.model_dir)
@@ -117,5 +125,5 @@ def report_command(args):
     return 0
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     return cli.run(report_parser(), report_command, argv)

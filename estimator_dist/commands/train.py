@@ -5,12 +5,15 @@ SavedModel under the model dir and prints the final metrics. Settings come from 
 then ``--config FILE``, then the run recorded in an existing ``--model-dir``, then
 defaults.
 """
+from __future__ import annotations
+
 import argparse
 import functools
 import json
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Sequence
 
 from estimator_dist import config_files, models, precision, run_record
 from estimator_dist.commands import cli, logs
@@ -18,12 +21,16 @@ from estimator_dist.job import settings as settings_lib, engines, stop_deadline
 from estimator_dist.distribute import cluster_sources, strategy_table
 from estimator_dist.errors import UsageError
 
+if TYPE_CHECKING:
+    from estimator_dist.job.engines import EngineResult
+    from estimator_dist.job.training import Result
+
 _PROG = "python -m estimator_dist.train"
 _NOT_SETTINGS = ("config", "print_config", "param", "engine")
 _PRECISION_CHOICES = "{none,bfloat16,float16}"  # As --strategy's choices are shown.
 
 
-def _param(text):
+def _param(text: str) -> tuple[str, Any]:
     """``KEY=VALUE`` -> (KEY, VALUE); VALUE is read as JSON when it parses, else a string."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
@@ -34,7 +41,7 @@ def _param(text):
         return key, raw
 
 
-def _mixed_precision(text):
+def _mixed_precision(text: str) -> str | None:
     """``--mixed-precision`` value -> the setting: "none" is None (float32)."""
     if text != "none" and text not in precision.MIXED_PRECISIONS:
         raise argparse.ArgumentTypeError(f"must be one of none, "
@@ -43,17 +50,17 @@ def _mixed_precision(text):
     return None if text == "none" else text
 
 
-def _each_model(field):
+def _each_model(field: str) -> str:
     """``field`` of every built-in model, for a flag's help: "dense 128, lstm 64"."""
     return ", ".join(f"{model.name} {getattr(model, field)}" for model in models.MODELS.values())
 
 
-def _at_most(name):
+def _at_most(name: str) -> str:
     """A numeric flag's bound, for its help: "at most 2,147,483,647"."""
     return f"at most {settings_lib.MAXIMA[name]:,}"
 
 
-def _add_model_flags(parser, defaults):
+def _add_model_flags(parser: argparse.ArgumentParser, defaults: settings_lib.RunSettings) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("--model", choices=models.NAMES,
                        help=f"which built-in model to train (default: {defaults.model})")
@@ -63,7 +70,7 @@ def _add_model_flags(parser, defaults):
                             "hidden_units=[32,32]; repeatable (default: the model's own)")
 
 
-def _add_data_flags(parser):
+def _add_data_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("data")
     group.add_argument("--train-data", nargs="+", metavar="FILE",
                        help="CSV or TFRecord files or globs to train on: a 'label' column "
@@ -78,7 +85,8 @@ def _add_data_flags(parser):
                             f"{_each_model('batch_size')})")
 
 
-def _add_distribution_flags(parser, defaults):
+def _add_distribution_flags(parser: argparse.ArgumentParser,
+                            defaults: settings_lib.RunSettings) -> None:
     group = parser.add_argument_group("distribution")
     group.add_argument("--strategy", choices=strategy_table.NAMES,
                        help=f"distribution strategy (default: {defaults.strategy})")
@@ -106,7 +114,7 @@ def _add_distribution_flags(parser, defaults):
                             "float32 (default: none, float32; see docs/precision.md)")
 
 
-def _add_run_flags(parser, defaults):
+def _add_run_flags(parser: argparse.ArgumentParser, defaults: settings_lib.RunSettings) -> None:
     group = parser.add_argument_group("run")
     group.add_argument("--max-steps", type=cli.positive_int, metavar="N",
                        help=f"global step to train to, {_at_most('max_steps')} (default: "
@@ -135,7 +143,7 @@ def _add_run_flags(parser, defaults):
                        help="show TensorFlow's logs and full tracebacks (default: quiet)")
 
 
-def _add_export_flags(parser):
+def _add_export_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("export")
     group.add_argument("--export-dir", metavar="DIR",
                        help="where the SavedModel goes (default: MODEL_DIR/export)")
@@ -143,7 +151,7 @@ def _add_export_flags(parser):
                        help="skip the SavedModel export")
 
 
-def train_parser(subparsers=None):
+def train_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of the train command (standalone, or added to ``subparsers``)."""
     parser = cli.command_parser(
         "train", "Train, evaluate and export a model under a distribution strategy.",
@@ -161,14 +169,15 @@ def train_parser(subparsers=None):
     return parser
 
 
-def _flag_values(args):
+def _flag_values(args: argparse.Namespace) -> dict[str, Any]:
     values = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
     if args.param:
         values["params"] = dict(args.param)
     return values
 
 
-def _settings_and_record(args):
+def _settings_and_record(args: argparse.Namespace
+                         ) -> tuple[settings_lib.RunSettings, dict[str, Any] | None]:
     """The settings (flags over the config file over the recorded run over the defaults)
     and the model dir's record (``run_record.load``; None without one)."""
     file_values = config_files.load_file(args.config) if args.config else {}
@@ -182,12 +191,12 @@ def _settings_and_record(args):
     return settings_lib.RunSettings.from_dict(merged, source=source), record
 
 
-def settings_from_args(args):
+def settings_from_args(args: argparse.Namespace) -> settings_lib.RunSettings:
     """Merges flags over the config file over the recorded run over the defaults."""
     return _settings_and_record(args)[0]
 
 
-def _print_metrics(metrics, step):
+def _print_metrics(metrics: Mapping[str, Any], step: int | None) -> None:
     """The summary's eval metrics line (none without metrics)."""
     shown = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                       for k, v in sorted(metrics.items()))
@@ -195,13 +204,14 @@ def _print_metrics(metrics, step):
         print(f"metrics    {shown}" + (f"  (step {step})" if step is not None else ""))
 
 
-def _print_training(steps, seconds, examples_per_second, steps_per_second):
+def _print_training(steps: int, seconds: float, examples_per_second: float,
+                    steps_per_second: float) -> None:
     """The summary's training speed line."""
     print(f"training   {steps} steps in {seconds:.1f} s: {examples_per_second:,.0f} "
           f"examples/s, {steps_per_second:.1f} steps/s")
 
 
-def _print_summary(result):
+def _print_summary(result: Result) -> None:
     """The summary of an Estimator run (``training.Result``)."""
     _print_metrics({k: v for k, v in result.metrics.items() if k != "global_step"},
                    result.metrics.get("global_step"))
@@ -218,7 +228,7 @@ def _print_summary(result):
     print(f"wall time  {result.seconds:.1f} s")
 
 
-def _print_engine_summary(result, settings):
+def _print_engine_summary(result: EngineResult, settings: settings_lib.RunSettings) -> None:
     """The summary of a TF2 engine's run (``engines.EngineResult``), in the lines of the
     Estimator's: its speed leaves out the first step, which traces the function."""
     print(f"engine     {result.engine}: {settings.model} under {settings.strategy}, "
@@ -228,7 +238,7 @@ def _print_engine_summary(result, settings):
                     (result.steps - 1) / result.seconds)
 
 
-def _saved_words(settings):
+def _saved_words(settings: settings_lib.RunSettings) -> Callable[[], str]:
     """For the stop deadline's line (``stop_deadline.Deadline.saved``): a task of a cluster
     other than the chief writes no checkpoints; any other names the model dir's newest."""
     if settings.kind.cluster:
@@ -241,7 +251,7 @@ def _saved_words(settings):
     return stop_deadline.newest_checkpoint(settings.model_dir)
 
 
-def train_command(args, deadline=None):
+def train_command(args: argparse.Namespace, deadline: stop_deadline.Deadline | None = None) -> int:
     """Runs the job the parsed ``args`` describe; returns the process exit code.
 
     ``deadline``: the ``stop_deadline.Deadline`` of the process, told what the run saves.
@@ -251,8 +261,9 @@ def train_command(args, deadline=None):
         print(json.dumps(settings.to_dict(), indent=2, sort_keys=True))
         return 0
     logs.quiet_tensorflow(settings.verbose)
-    from estimator_dist.hooks import preemption  # pylint: disable=import-outside-toplevel
-    from estimator_dist.job import preparation, training  # pylint: disable=import-outside-toplevel
+    # Late: loads TensorFlow.
+    from estimator_dist.hooks import preemption
+    from estimator_dist.job import preparation, training
 
     logs.tensorflow_python_logging(settings.verbose)
     if args.engine != "estimator":
@@ -273,7 +284,7 @@ def train_command(args, deadline=None):
     return 0
 
 
-def _stop_deadline():
+def _stop_deadline() -> ContextManager[stop_deadline.Deadline]:
     """The context bounding how long this task takes to end on SIGTERM or SIGINT
     (``stop_deadline``): a parameter server, blocked in TensorFlow's C++ server where no
     Python handler runs, serves until the chief and workers have ended."""
@@ -287,7 +298,7 @@ def _stop_deadline():
     return stop_deadline.bounded(_PROG)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM outside the training steps (which preemption.PreemptionHook handles) ends
     # the run with one line.
     previous = signal.signal(signal.SIGTERM, cli.raise_terminated)

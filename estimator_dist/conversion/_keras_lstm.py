@@ -14,13 +14,18 @@ State contract of ``lstm_stack`` (the one of ``model_fns.lstm_model_fn``): the s
 stack is two tensors ``c`` and ``h``, each [batch, num_layers * num_units], layer 0's
 units first. Zeros are the state before any input.
 """
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 import tensorflow as tf
 
 from model_fns import LSTM_FORGET_BIAS
 
 
-def keras_lstm_weights(kernel, bias, *, input_dim, forget_bias=LSTM_FORGET_BIAS):
+def keras_lstm_weights(kernel: np.ndarray, bias: np.ndarray, *, input_dim: int,
+                       forget_bias: float = LSTM_FORGET_BIAS) -> list[np.ndarray]:
     """The ``[kernel, recurrent_kernel, bias]`` of a Keras LSTM computing a BasicLSTMCell.
 
     Args:
@@ -36,14 +41,15 @@ def keras_lstm_weights(kernel, bias, *, input_dim, forget_bias=LSTM_FORGET_BIAS)
     return [reordered[:input_dim], reordered[input_dim:], keras_bias]
 
 
-def _layer_slice(state, layer, num_units, num_layers):
+def _layer_slice(state: Any, layer: int, num_units: int, num_layers: int) -> Any:
     if num_layers == 1:
         return state
     return state[:, layer * num_units:(layer + 1) * num_units]
 
 
-def lstm_stack(x, state_c, state_h, *, num_units, num_layers, return_sequences, dropout=0.0,
-               keras=None):
+def lstm_stack(x: Any, state_c: Any, state_h: Any, *, num_units: int, num_layers: int,
+               return_sequences: bool, dropout: float = 0.0,
+               keras: Any = None) -> tuple[Any, Any, Any]:
     """Runs ``num_layers`` Keras LSTM layers (``lstm_{i}``) over ``x`` from the given state.
 
     Args:

@@ -7,7 +7,15 @@ on TensorFlow 2.16+: ``keras_conversion.keras_module``); and one that builds it 
 TF2 engines (``BuiltinModel.tf2_model``): ``(params, x_shape) -> Keras model``, inputs
 ``{"x"}``, output the logits. Imports no TensorFlow until a builder runs.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
 from estimator_dist.errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import tensorflow as tf
 
 _BATCH_NORM_EPSILON = 1e-3  # tf.compat.v1.layers.batch_normalization's default.
 
@@ -15,13 +23,13 @@ _BATCH_NORM_EPSILON = 1e-3  # tf.compat.v1.layers.batch_normalization's default.
 class Checkpoint:
     """The variables of one checkpoint, each read on request."""
 
-    def __init__(self, path, model):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    def __init__(self, path: str, model: str) -> None:
+        import tensorflow as tf  # Late: loads TensorFlow.
 
         self.path, self.model = path, model
         self._reader = tf.train.load_checkpoint(path)
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> np.ndarray:
         if not self._reader.has_tensor(name):
             raise UsageError(
                 f"checkpoint must hold variable {name!r}, as the {self.model!r} model of "
@@ -30,7 +38,8 @@ class Checkpoint:
         return self._reader.get_tensor(name)
 
 
-def dense(params, checkpoint, keras):
+def dense(params: Mapping[str, Any], checkpoint: Checkpoint,
+          keras: Any) -> tuple[Any, dict[str, list[np.ndarray]]]:
     hidden, batch_norm = params["hidden_units"], params["batch_norm"]
     first = "hidden_0" if hidden else "logits"
     x = keras.Input([checkpoint[f"{first}/kernel"].shape[0]], name="x")
@@ -54,10 +63,11 @@ def dense(params, checkpoint, keras):
     return keras.Model({"x": x}, {"logits": logits}, name="dense_classifier"), weights
 
 
-def lstm(params, checkpoint, keras):
-    from estimator_dist.conversion import _keras_lstm  # pylint: disable=import-outside-toplevel
+def lstm(params: Mapping[str, Any], checkpoint: Checkpoint,
+         keras: Any) -> tuple[Any, dict[str, list[np.ndarray]]]:
+    from estimator_dist.conversion import _keras_lstm  # Late: loads TensorFlow.
 
-    import model_fns  # pylint: disable=import-outside-toplevel
+    import model_fns  # Late: loads TensorFlow.
 
     num_units, num_layers = params["num_units"], params["num_layers"]
     scopes = model_fns.lstm_cell_scopes(num_layers)
@@ -82,8 +92,8 @@ def lstm(params, checkpoint, keras):
     return model, weights
 
 
-def new_dense(params, x_shape):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+def new_dense(params: Mapping[str, Any], x_shape: Sequence[int]) -> tf.keras.Model:
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     x = tf.keras.Input(list(x_shape), name="x")
     net = x
@@ -93,8 +103,8 @@ def new_dense(params, x_shape):
     return tf.keras.Model({"x": x}, logits)
 
 
-def new_lstm(params, x_shape):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+def new_lstm(params: Mapping[str, Any], x_shape: Sequence[int]) -> tf.keras.Model:
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     x = tf.keras.Input(list(x_shape), name="x")
     net = tf.keras.layers.LSTM(params["num_units"], name="lstm_0")(x)

@@ -28,10 +28,13 @@ its shape, every named variable must exist, and every checkpoint variable must b
 or ignored (the global step and optimizer slots are ignored by themselves). Otherwise
 one error names all of them; the checkpoint is only read.
 """
+from __future__ import annotations
+
 import dataclasses
 import fnmatch
 import importlib
 import os
+from typing import Any
 
 from estimator_dist import config_files
 from estimator_dist.errors import UsageError
@@ -48,37 +51,37 @@ _BOOKKEEPING = ("global_step", "beta1_power", "beta2_power", "*/Adam", "*/Adam_1
 class Mapping:
     """A checked mapping file."""
 
-    weights: dict  # Keras "layer/weight" -> checkpoint variable.
-    basic_lstm_cells: dict  # Keras LSTM layer -> (cell scope, forget_bias).
-    ignore: tuple  # Globs of checkpoint variables to leave behind.
+    weights: dict[str, str]  # Keras "layer/weight" -> checkpoint variable.
+    basic_lstm_cells: dict[str, tuple[str, float]]  # Keras LSTM layer -> (scope, forget_bias).
+    ignore: tuple[str, ...]  # Globs of checkpoint variables to leave behind.
 
 
 @dataclasses.dataclass(frozen=True)
 class Report:
     """What a conversion did, and what stops it (empty ``problems``: it went through)."""
 
-    assigned: dict  # Keras "layer/weight" -> its source, e.g. "logits/kernel".
-    left_behind: tuple  # Checkpoint variables not used, by the ignore rules.
-    unmapped_weights: tuple  # Keras weights no entry fills.
-    unused_variables: tuple  # Checkpoint variables neither used nor ignored.
-    missing_variables: tuple  # Variables the mapping names that the checkpoint lacks.
-    shape_mismatches: tuple  # "keras weight (shape) <- variable (shape)".
+    assigned: dict[str, str]  # Keras "layer/weight" -> its source, e.g. "logits/kernel".
+    left_behind: tuple[str, ...]  # Checkpoint variables not used, by the ignore rules.
+    unmapped_weights: tuple[str, ...]  # Keras weights no entry fills.
+    unused_variables: tuple[str, ...]  # Checkpoint variables neither used nor ignored.
+    missing_variables: tuple[str, ...]  # Variables the mapping names that the checkpoint lacks.
+    shape_mismatches: tuple[str, ...]  # "keras weight (shape) <- variable (shape)".
 
     @property
-    def problems(self):
+    def problems(self) -> str:
         parts = [("Keras weights without a checkpoint variable", self.unmapped_weights),
                  ("checkpoint variables neither mapped nor ignored", self.unused_variables),
                  ("variables missing from the checkpoint", self.missing_variables),
                  ("shape mismatches", self.shape_mismatches)]
         return "; ".join(f"{what}: {', '.join(names)}" for what, names in parts if names)
 
-    def lines(self):
+    def lines(self) -> list[str]:
         """The report as lines of text, one per Keras weight and one per leftover."""
         lines = [f"  {weight:<40} <- {source}" for weight, source in self.assigned.items()]
         return lines + [f"  left behind: {name}" for name in self.left_behind]
 
 
-def _check_str_dict(name, value):
+def _check_str_dict(name: str, value: Any) -> dict[str, str]:
     if not isinstance(value, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise UsageError(f"{name} must map names to checkpoint variable names (strings). "
@@ -86,9 +89,9 @@ def _check_str_dict(name, value):
     return dict(value)
 
 
-def _lstm_entry(layer, entry):
+def _lstm_entry(layer: str, entry: Any) -> tuple[str, float]:
     """(scope, forget_bias); the forget bias defaults to the one ``model_fns`` runs with."""
-    import model_fns  # pylint: disable=import-outside-toplevel
+    import model_fns  # Late: loads TensorFlow.
 
     if isinstance(entry, str):
         entry = {"scope": entry}
@@ -103,7 +106,7 @@ def _lstm_entry(layer, entry):
     return entry["scope"], float(forget_bias)
 
 
-def check_mapping(values):
+def check_mapping(values: Any) -> Mapping:
     """A ``Mapping`` from the dict read from a mapping file.
 
     Raises:
@@ -129,14 +132,14 @@ def check_mapping(values):
                    ignore=tuple(ignore))
 
 
-def load_mapping(path):
+def load_mapping(path: str | os.PathLike) -> Mapping:
     """The ``Mapping`` in the JSON or YAML file ``path``."""
     return check_mapping(config_files.load_file(path))
 
 
-def checkpoint_path(checkpoint):
+def checkpoint_path(checkpoint: str) -> str:
     """The checkpoint prefix of ``checkpoint``: a directory (its latest) or a prefix."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     path = tf.train.latest_checkpoint(checkpoint) if os.path.isdir(checkpoint) else checkpoint
     if path is None or not os.path.exists(f"{path}.index"):
@@ -145,10 +148,10 @@ def checkpoint_path(checkpoint):
     return path
 
 
-def build_keras_model(spec, keras="keras"):
+def build_keras_model(spec: str, keras: str = "keras") -> Any:
     """Calls the ``MODULE:FUNCTION`` named by ``spec``; returns the Keras model it builds,
     which must be a model of the Keras ``keras`` names (``keras_conversion.keras_module``)."""
-    from estimator_dist.conversion import keras_conversion  # pylint: disable=import-outside-toplevel
+    from estimator_dist.conversion import keras_conversion
 
     keras_module = keras_conversion.keras_module(keras)
     module_name, _, function_name = spec.partition(":")
@@ -166,16 +169,17 @@ def build_keras_model(spec, keras="keras"):
     return model
 
 
-def _weight_name(layer, weight):
+def _weight_name(layer: Any, weight: Any) -> str:
     return f"{layer.name}/{weight.name.split(':')[0].split('/')[-1]}"
 
 
-def _sources(mapping, reader):
+def _sources(mapping: Mapping, reader: Any) -> dict[str, tuple[str, Any, list[str]]]:
     """Keras weight name -> (source description, value or None, variables read)."""
-    from estimator_dist.conversion import _keras_lstm  # pylint: disable=import-outside-toplevel
+    from estimator_dist.conversion import _keras_lstm  # Late: loads TensorFlow.
 
-    sources = {name: (name_in_ckpt, None, [name_in_ckpt])
-               for name, name_in_ckpt in mapping.weights.items()}
+    sources: dict[str, tuple[str, Any, list[str]]] = {
+        name: (name_in_ckpt, None, [name_in_ckpt])
+        for name, name_in_ckpt in mapping.weights.items()}
     for layer_name, (scope, forget_bias) in mapping.basic_lstm_cells.items():
         names = [f"{scope}/kernel", f"{scope}/bias"]
         if not all(reader.has_tensor(n) for n in names):
@@ -191,7 +195,7 @@ def _sources(mapping, reader):
     return sources
 
 
-def convert_checkpoint(model, mapping, checkpoint):
+def convert_checkpoint(model: Any, mapping: Mapping, checkpoint: str) -> Report:
     """Copies the checkpoint's variables into ``model`` as ``mapping`` says.
 
     Args:
@@ -202,12 +206,13 @@ def convert_checkpoint(model, mapping, checkpoint):
     Returns:
       The ``Report``; the weights are set only when its ``problems`` are empty.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     reader = tf.train.load_checkpoint(checkpoint_path(checkpoint))
     shapes = reader.get_variable_to_shape_map()
     sources = _sources(mapping, reader)
     weights = {_weight_name(layer, w): w for layer in model.layers for w in layer.weights}
+    missing: set[str]
     assigned, values, mismatches, missing, used = {}, {}, [], set(), set()
     for name, weight in weights.items():
         if name not in sources:
@@ -239,7 +244,7 @@ def convert_checkpoint(model, mapping, checkpoint):
     return report
 
 
-def convert_or_raise(model, mapping, checkpoint):
+def convert_or_raise(model: Any, mapping: Mapping, checkpoint: str) -> Report:
     """``convert_checkpoint``, raising one ``UsageError`` that names every problem."""
     report = convert_checkpoint(model, mapping, checkpoint)
     if report.problems:

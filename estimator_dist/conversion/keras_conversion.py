@@ -23,6 +23,8 @@ the marker lists. ``python -m
 estimator_dist.migrate`` runs both; a checkpoint of another model_fn converts through a
 mapping file instead (``checkpoint_mapping``).
 """
+from __future__ import annotations
+
 import inspect
 import json
 import os
@@ -30,10 +32,14 @@ import re
 import shutil
 import tempfile
 import zipfile
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from estimator_dist import models, run_record
 from estimator_dist.conversion import _keras_models
 from estimator_dist.errors import UsageError, check_existing_dir
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 _LEGACY_SUFFIXES = (".h5", ".hdf5")
 # Written into every output ``save`` writes (a file in a SavedModel directory, an entry in
@@ -57,14 +63,14 @@ OUTPUT_LAYOUT = {
 }
 
 
-def keras_module(keras="keras"):
+def keras_module(keras: str = "keras") -> Any:
     """The Keras module a conversion builds with: ``keras`` is one of ``KERAS_CHOICES``.
 
     Raises:
       UsageError: an unknown choice, or "tf-keras" on TensorFlow 2.16+ without the tf-keras
         package.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     if keras not in KERAS_CHOICES:
         raise UsageError(f"keras must be one of {', '.join(KERAS_CHOICES)}. "
@@ -72,7 +78,7 @@ def keras_module(keras="keras"):
     if keras == "keras" or not _is_keras_3(tf.keras):
         return tf.keras
     try:
-        import tf_keras  # pylint: disable=import-outside-toplevel
+        import tf_keras  # Late: loads Keras.
     except ImportError:
         raise UsageError("keras 'tf-keras' needs the tf-keras package on TensorFlow "
                          f"{tf.__version__} (pip install tf-keras). Received: no tf_keras "
@@ -80,9 +86,9 @@ def keras_module(keras="keras"):
     return tf_keras
 
 
-def _is_keras_3(keras_or_model):
+def _is_keras_3(keras_or_model: Any) -> bool:
     """Whether a Keras module, or a model, is Keras 3's (not Keras 2 nor tf-keras)."""
-    import keras  # pylint: disable=import-outside-toplevel
+    import keras  # Late: loads Keras.
 
     if not keras.__version__.startswith("2."):
         if isinstance(keras_or_model, type(keras)):
@@ -91,10 +97,10 @@ def _is_keras_3(keras_or_model):
     return False
 
 
-def _resolve_params(builtin, params):
+def _resolve_params(builtin: models.BuiltinModel, params: Mapping[str, Any]) -> dict[str, Any]:
     """The model_fn's full params (its own resolver: its checks, its defaults), refusing
     any the Keras conversion cannot express."""
-    import model_fns  # pylint: disable=import-outside-toplevel
+    import model_fns  # Late: loads TensorFlow.
 
     expressed = [n for n in builtin.params_table if n not in model_fns.TRAINING_PARAMS]
     ignored = model_fns.TRAINING_PARAMS + model_fns.TPU_ESTIMATOR_KEYS
@@ -109,7 +115,9 @@ def _resolve_params(builtin, params):
         raise UsageError(f"params must suit the {builtin.name!r} model_fn: {error}") from None
 
 
-def _recorded_model(model_dir, model, params):
+def _recorded_model(model_dir: str, model: str | None,
+                    params: Mapping[str, Any] | None
+                    ) -> tuple[models.BuiltinModel, Mapping[str, Any]]:
     """(built-in model, params): as given, else as recorded in the model dir's ``run.json``."""
     if model is None and params is None:
         settings = run_record.recorded_settings(model_dir)
@@ -128,13 +136,13 @@ def _recorded_model(model_dir, model, params):
     return builtin, params
 
 
-def latest_checkpoint(model_dir):
+def latest_checkpoint(model_dir: str) -> str:
     """The path of the latest checkpoint in ``model_dir``.
 
     Raises:
       UsageError: ``model_dir`` is not a directory or holds no checkpoint.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     check_existing_dir("model_dir", model_dir)
     path = tf.train.latest_checkpoint(model_dir)
@@ -144,7 +152,8 @@ def latest_checkpoint(model_dir):
     return path
 
 
-def to_keras(model_dir, *, model=None, params=None, checkpoint=None, keras="keras"):
+def to_keras(model_dir: str, *, model: str | None = None, params: Mapping[str, Any] | None = None,
+             checkpoint: str | None = None, keras: str = "keras") -> Any:
     """The Keras model equivalent to the latest checkpoint in ``model_dir``.
 
     Args:
@@ -171,9 +180,8 @@ def to_keras(model_dir, *, model=None, params=None, checkpoint=None, keras="kera
     keras = keras_module(keras)
     builtin, params = _recorded_model(model_dir, model, params)
     params = _resolve_params(builtin, params)
-    checkpoint = _keras_models.Checkpoint(checkpoint_path, builtin.name)
-    keras_model, weights = getattr(_keras_models, builtin.keras_model)(params, checkpoint,
-                                                                       keras)
+    keras_model, weights = getattr(_keras_models, builtin.keras_model)(
+        params, _keras_models.Checkpoint(checkpoint_path, builtin.name), keras)
     for name, values in weights.items():
         layer = keras_model.get_layer(name)
         expected = [tuple(w.shape) for w in layer.weights]
@@ -187,7 +195,7 @@ def to_keras(model_dir, *, model=None, params=None, checkpoint=None, keras="kera
     return keras_model
 
 
-def _marker(path):
+def _marker(path: str) -> dict[str, Any] | None:
     """The ``MARKER`` record of a migrate output at ``path`` (a dict), else None."""
     try:
         if os.path.isdir(path):
@@ -204,12 +212,12 @@ def _marker(path):
     return record if isinstance(record, dict) else None
 
 
-def _written_by_migrate(path):
+def _written_by_migrate(path: str) -> bool:
     """Whether ``path`` is an output of migrate: it holds the ``MARKER``."""
     return _marker(path) is not None
 
 
-def _files_under(path):
+def _files_under(path: str) -> list[str]:
     """Every file (and link) under the directory ``path``, relative to it."""
     return sorted(os.path.relpath(os.path.join(root, name), path)
                   for root, dirs, files in os.walk(path) for name in files + [
@@ -224,21 +232,21 @@ _SAVED_MODEL_FILES = re.compile(r"(saved_model|keras_metadata|fingerprint)\.pb|"
                                 + re.escape(MARKER))
 
 
-def _not_written_by_migrate(path):
+def _not_written_by_migrate(path: str) -> list[str]:
     """The files of the migrate output ``path`` (a directory) that migrate did not write:
     not in the manifest its marker lists."""
     if not os.path.isdir(path):
         return []
-    listed = _marker(path).get("files")
+    listed = cast(dict, _marker(path)).get("files")  # Migrate wrote it: it has a marker.
     if isinstance(listed, list):
         return [name for name in _files_under(path) if name not in listed]
     return [name for name in _files_under(path) if not _SAVED_MODEL_FILES.fullmatch(name)]
 
 
-def _write_marker(path):
+def _write_marker(path: str) -> None:
     """Writes the ``MARKER``: who wrote ``path`` and, for a directory, every file in it
     (the manifest ``--overwrite`` checks, so that it removes nothing else)."""
-    record = {"written_by": _WRITER}
+    record: dict[str, Any] = {"written_by": _WRITER}
     if os.path.isdir(path):
         record["files"] = sorted(_files_under(path) + [MARKER])
         with open(os.path.join(path, MARKER), "w", encoding="utf-8") as file:
@@ -248,7 +256,7 @@ def _write_marker(path):
             archive.writestr(MARKER, json.dumps(record))
 
 
-def _check_replaceable(output):
+def _check_replaceable(output: str) -> None:
     if not _written_by_migrate(output):
         raise UsageError(f"output must be a new path or an earlier migrate output (one "
                          f"holding {MARKER}); migrate never replaces anything else. "
@@ -262,7 +270,7 @@ def _check_replaceable(output):
                          f"{', '.join(repr(f) for f in foreign[:3])}{more}")
 
 
-def check_output(output, overwrite):
+def check_output(output: str | os.PathLike, overwrite: bool) -> str:
     """The real (symlinks resolved) ``output`` path, if the Keras model may go there.
 
     An existing ``output`` is replaced only with ``overwrite``, and only when migrate wrote
@@ -282,7 +290,7 @@ def check_output(output, overwrite):
     return output
 
 
-def _remove(path):
+def _remove(path: str) -> None:
     """Removes an earlier migrate output, checked again just before."""
     _check_replaceable(path)
     if os.path.isdir(path):
@@ -291,26 +299,27 @@ def _remove(path):
         os.remove(path)
 
 
-def _serving_signature(keras_model):
+def _serving_signature(keras_model: Any) -> Any:
     """A ``serving_default`` keyed like the model's dict inputs and outputs (Keras's own
     keys its outputs by layer name), so the Estimator export's clients keep their names."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     specs = {name: tf.TensorSpec(tensor.shape, tensor.dtype, name=name)
              for name, tensor in keras_model.input.items()}
 
     @tf.function(input_signature=[specs])
-    def serve(features):
+    def serve(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         return keras_model(features, training=False)
 
     return serve
 
 
-def _save_keras_3(keras_model, path):
+def _save_keras_3(keras_model: Any, path: str) -> None:
     """Saves a Keras 3 model: a ``.keras`` file, or a directory that both Keras 3's
     ``load_model`` (its unzipped format) and ``tf.saved_model.load`` read."""
-    import keras  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    # Late: loads TensorFlow.
+    import keras
+    import tensorflow as tf
 
     if path.endswith(".keras"):
         keras.saving.save_model(keras_model, path)
@@ -324,7 +333,7 @@ def _save_keras_3(keras_model, path):
         tf.saved_model.save(keras_model, path, signatures=_serving_signature(keras_model))
 
 
-def save(keras_model, output, *, overwrite=False):
+def save(keras_model: Any, output: str | os.PathLike, *, overwrite: bool = False) -> str:
     """Saves ``keras_model`` to ``output`` whole or not at all; returns the absolute path.
 
     ``output`` is a directory, or a Keras file when it ends in ``.keras``; what goes there
@@ -363,7 +372,8 @@ def save(keras_model, output, *, overwrite=False):
     return output
 
 
-def new_keras_model(builtin, params, x_shape):
+def new_keras_model(builtin: models.BuiltinModel, params: Mapping[str, Any],
+                    x_shape: Sequence[int]) -> Any:
     """A new Keras model of the built-in model ``builtin`` (a ``models.BuiltinModel``) for
     the TF2 engines: inputs ``{"x"}`` of one example's ``x_shape``, output the logits."""
     return getattr(_keras_models, builtin.tf2_model)(params, x_shape)

@@ -3,13 +3,19 @@
 TensorFlow reads ``TF_CONFIG`` itself; this module checks it first so that a mistake
 gives one sentence naming the fault instead of a hang or a deep stack trace.
 """
+from __future__ import annotations
+
 import dataclasses
 import json
+from typing import Any, Iterable, Sequence
 
 from estimator_dist.errors import UsageError
 
 TASK_TYPES = ("chief", "master", "worker", "ps", "evaluator")
 TRAINING_TASK_TYPES = ("chief", "master", "worker")
+# A cluster: task type -> its tasks' "host:port" addresses; a task: (task type, index).
+Cluster = dict[str, list[str]]
+Task = tuple[str, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,33 +28,33 @@ class TFConfig:
       task_index: this process's index within its task type.
     """
 
-    cluster: dict
+    cluster: Cluster
     task_type: str
     task_index: int
 
     @property
-    def num_workers(self):
+    def num_workers(self) -> int:
         """Training workers, the chief included."""
         return sum(len(self.cluster.get(t, ())) for t in TRAINING_TASK_TYPES)
 
     @property
-    def is_chief(self):
+    def is_chief(self) -> bool:
         """The chief task; worker 0 when the cluster names no chief or master."""
         if self.task_type in ("chief", "master"):
             return True
         has_chief = "chief" in self.cluster or "master" in self.cluster
         return self.task_type == "worker" and self.task_index == 0 and not has_chief
 
-    def to_json(self):
+    def to_json(self) -> str:
         return json.dumps({"cluster": self.cluster,
                            "task": {"type": self.task_type, "index": self.task_index}})
 
 
-def _fault(rule, received):
+def _fault(rule: str, received: str) -> UsageError:
     return UsageError(f"TF_CONFIG {rule}. Received: {received}")
 
 
-def _parse_cluster(config):
+def _parse_cluster(config: dict[str, Any]) -> Cluster:
     spec = config.get("cluster")
     if not isinstance(spec, dict) or not spec:
         raise _fault("must have a non-empty 'cluster' object", f"cluster={spec!r}")
@@ -76,7 +82,7 @@ def _parse_cluster(config):
     return spec
 
 
-def _check_port(task_type, address):
+def _check_port(task_type: str, address: str) -> None:
     host, port = address.rsplit(":", 1)
     if ":" in host and not (host.startswith("[") and host.endswith("]")):
         raise _fault("cluster addresses must be 'host:port' with an IPv6 host in brackets "
@@ -85,7 +91,7 @@ def _check_port(task_type, address):
         raise _fault("cluster ports must be ints in [1, 65535]", f"{task_type} {address!r}")
 
 
-def _parse_task(config, spec):
+def _parse_task(config: dict[str, Any], spec: Cluster) -> tuple[str, int]:
     task = config.get("task")
     if not isinstance(task, dict):
         raise _fault("must have a 'task' object with 'type' and 'index'", f"task={task!r}")
@@ -108,7 +114,7 @@ def _parse_task(config, spec):
     return task_type, index
 
 
-def parse_tf_config(text):
+def parse_tf_config(text: str | None) -> TFConfig:
     """Parses and validates a ``TF_CONFIG`` string into a ``TFConfig``.
 
     Raises:
@@ -127,14 +133,15 @@ def parse_tf_config(text):
     return TFConfig(cluster=spec, task_type=task_type, task_index=index)
 
 
-def missing_tf_config(strategy):
+def missing_tf_config(strategy: str) -> UsageError:
     """The error for a cluster ``strategy`` run where no cluster source is set."""
     return UsageError(
         f"TF_CONFIG must be set for strategy {strategy!r} (a JSON cluster and task, or start "
         f"the tasks with `python -m estimator_dist.launch`). Received: nothing")
 
 
-def local_cluster(ports, num_workers, num_ps=0, evaluator=False):
+def local_cluster(ports: Iterable[int], num_workers: int, num_ps: int = 0,
+                  evaluator: bool = False) -> tuple[Cluster, list[Task]]:
     """Builds a 127.0.0.1 cluster: workers (worker 0 is chief), ps tasks and an evaluator.
 
     Returns:
@@ -147,7 +154,8 @@ def local_cluster(ports, num_workers, num_ps=0, evaluator=False):
     return spec, tasks
 
 
-def cluster_layout(workers, ps, evaluator=False):
+def cluster_layout(workers: Sequence[str], ps: Sequence[str],
+                   evaluator: bool = False) -> tuple[Cluster, list[Task], list[str | None]]:
     """Lays out training workers (the first is the chief) and parameter servers.
 
     Args:
@@ -170,14 +178,16 @@ def cluster_layout(workers, ps, evaluator=False):
             del spec["worker"]
         spec["ps"] = list(ps)
         tasks += [("ps", i) for i in range(len(ps))]
-    addresses = [spec[task_type][index] for task_type, index in tasks]
+    addresses: list[str | None] = [spec[task_type][index] for task_type, index in tasks]
     if evaluator:
         tasks.append(("evaluator", 0))
         addresses.append(None)
     return spec, tasks, addresses
 
 
-def multi_host_cluster(hosts, base_port, workers_per_node, ps_per_node=0, evaluator=False):
+def multi_host_cluster(hosts: Sequence[str], base_port: int, workers_per_node: int,
+                       ps_per_node: int = 0,
+                       evaluator: bool = False) -> tuple[Cluster, list[Task], list[int]]:
     """Lays out a cluster over ``hosts``, one node each, with a deterministic port scheme.
 
     Node ``r`` runs ``workers_per_node`` workers on ports ``base_port + r * P + j`` (P =
@@ -190,7 +200,9 @@ def multi_host_cluster(hosts, base_port, workers_per_node, ps_per_node=0, evalua
       and the node rank of each task.
     """
     per_node = workers_per_node + ps_per_node
-    node_of = {}
+    node_of: dict[str | None, int] = {}
+    workers: list[str]
+    ps: list[str]
     workers, ps = [], []
     for rank, host in enumerate(hosts):
         for slot in range(per_node):

@@ -22,9 +22,12 @@ cluster into ``TF_CONFIG`` when it says otherwise, because TensorFlow's strategi
 Estimator's RunConfig read only ``TF_CONFIG`` (``strategies.build`` calls it, just before
 it builds a cluster strategy).
 """
+from __future__ import annotations
+
 import functools
 import json
 import os
+from typing import Any, Mapping, MutableMapping
 
 from estimator_dist.distribute import cluster
 from estimator_dist.errors import UsageError
@@ -36,22 +39,22 @@ VERTEX_POOLS = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": 
                 "workerpool3": "evaluator"}
 
 
-def _fault(variable, rule, received):
+def _fault(variable: str, rule: str, received: str) -> UsageError:
     return UsageError(f"{variable} {rule}. Received: {received}")
 
 
-def _json(variable, text):
+def _json(variable: str, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise _fault(variable, "must be valid JSON", f"{text[:60]!r} ({error.msg})") from None
 
 
-def _from_tf_config(environ):
+def _from_tf_config(environ: Mapping[str, str]) -> cluster.TFConfig:
     return cluster.parse_tf_config(environ["TF_CONFIG"])
 
 
-def _from_vertex(environ):
+def _from_vertex(environ: Mapping[str, str]) -> cluster.TFConfig:
     """Vertex AI: ``{"cluster": {"workerpool0": [...], ...}, "task": {"type": "workerpool0",
     "index": 0}, ...}``."""
     spec = _json("CLUSTER_SPEC", environ["CLUSTER_SPEC"])
@@ -69,7 +72,7 @@ def _from_vertex(environ):
     return _reparsed("CLUSTER_SPEC", translated)
 
 
-def _from_sagemaker(environ):
+def _from_sagemaker(environ: Mapping[str, str]) -> cluster.TFConfig:
     """SageMaker: ``SM_HOSTS='["algo-1","algo-2"]'``, ``SM_CURRENT_HOST=algo-1``: one worker
     per host, the first one the chief (as worker 0)."""
     hosts = _json("SM_HOSTS", environ["SM_HOSTS"])
@@ -82,7 +85,7 @@ def _from_sagemaker(environ):
                             task_type="worker", task_index=hosts.index(current))
 
 
-def _slurm_var(environ, name):
+def _slurm_var(environ: Mapping[str, str], name: str) -> tuple[str, str]:
     # Inside `srun` the step variables describe the tasks; a batch script has job ones.
     for key in (f"SLURM_STEP_{name}", f"SLURM_JOB_{name}", f"SLURM_{name}"):
         if environ.get(key):
@@ -91,14 +94,14 @@ def _slurm_var(environ, name):
                  "command with srun)", "nothing")
 
 
-def _from_slurm(environ):
+def _from_slurm(environ: Mapping[str, str]) -> cluster.TFConfig:
     """Slurm, laid out as ``tf.distribute.cluster_resolver.SlurmClusterResolver`` does:
     hosts sorted, task i of a node on port ``SLURM_PORT_BASE + i``, every task a worker,
     the task of rank ``SLURM_PROCID``."""
     rank_text = environ["SLURM_PROCID"]
     nodes_key, nodes = _slurm_var(environ, "NODELIST")
     tasks_key, tasks = _slurm_var(environ, "TASKS_PER_NODE")
-    from estimator_dist.mends import internals  # pylint: disable=import-outside-toplevel
+    from estimator_dist.mends import internals  # Late: loads TensorFlow.
 
     try:
         hosts = internals.expand_hostlist(nodes)
@@ -121,7 +124,7 @@ def _from_slurm(environ):
                             task_index=int(rank_text))
 
 
-def _reparsed(source, tf_config):
+def _reparsed(source: str, tf_config: dict[str, Any]) -> cluster.TFConfig:
     """Validates a translated cluster with TF_CONFIG's own rules, naming ``source``."""
     try:
         return cluster.parse_tf_config(json.dumps(tf_config))
@@ -138,7 +141,7 @@ SOURCES = (
 )
 
 
-def _chief_not_master(config):
+def _chief_not_master(config: cluster.TFConfig) -> cluster.TFConfig:
     if "master" not in config.cluster:
         return config
     spec = {("chief" if t == "master" else t): a for t, a in config.cluster.items()}
@@ -146,7 +149,8 @@ def _chief_not_master(config):
     return cluster.TFConfig(cluster=spec, task_type=task_type, task_index=config.task_index)
 
 
-def resolve_cluster(environ=None):
+def resolve_cluster(environ: Mapping[str, str] | None = None
+                    ) -> tuple[cluster.TFConfig, str | None]:
     """Returns ``(TFConfig, source)`` from the first cluster source present in ``environ``.
 
     Raises:
@@ -160,7 +164,7 @@ def resolve_cluster(environ=None):
     return cluster.parse_tf_config(""), None  # Raises the "TF_CONFIG must be set" error.
 
 
-def _source_variables(environ):
+def _source_variables(environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The variables ``resolve_cluster`` may read, as a hashable key."""
     return tuple(sorted((key, value) for key, value in environ.items()
                         if key in _VARIABLES or key.startswith("SLURM_")))
@@ -170,11 +174,12 @@ _VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "SM_HOSTS", "SM_CURRENT_HOST")
 
 
 @functools.lru_cache(maxsize=4)
-def _resolved(variables):
+def _resolved(variables: tuple[tuple[str, str], ...]) -> tuple[cluster.TFConfig, str | None]:
     return resolve_cluster(dict(variables))
 
 
-def task_from_env(environ=None, *, strategy="multi_worker"):
+def task_from_env(environ: Mapping[str, str] | None = None, *,
+                  strategy: str = "multi_worker") -> cluster.TFConfig:
     """This task's validated cluster (a ``TFConfig``) from the first source present.
 
     Reads only. With the process environment, the sources are resolved once while their
@@ -192,7 +197,8 @@ def task_from_env(environ=None, *, strategy="multi_worker"):
     return _resolved(_source_variables(os.environ))[0]
 
 
-def write_tf_config(config, environ=None):
+def write_tf_config(config: cluster.TFConfig,
+                    environ: MutableMapping[str, str] | None = None) -> None:
     """Makes ``environ["TF_CONFIG"]`` (default: the process's) say the cluster ``config``.
 
     TensorFlow's strategies and Estimator read ``TF_CONFIG`` only, so a cluster from
@@ -206,7 +212,7 @@ def write_tf_config(config, environ=None):
     environ["TF_CONFIG"] = config.to_json()
 
 
-def _said_by(text):
+def _said_by(text: str) -> cluster.TFConfig | None:
     try:
         return cluster.parse_tf_config(text)
     except UsageError:

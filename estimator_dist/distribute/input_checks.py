@@ -18,14 +18,17 @@ replica already and is not warned about.
 Shapes are read with ``tf.compat.dimension_value`` so the checks also hold under
 ``tf.compat.v1.disable_v2_behavior()``, where a dimension is an (unhashable) ``Dimension``.
 """
+from __future__ import annotations
+
 import warnings
+from typing import Any, Callable
 
 import tensorflow as tf
 
 from estimator_dist.errors import UsageError
 
-_warned = set()
-_batch_size_reads = []
+_warned: set[tuple[str, int, int | None]] = set()
+_batch_size_reads: list[bool] = []
 
 
 class GlobalBatchWarning(UserWarning):
@@ -35,28 +38,28 @@ class GlobalBatchWarning(UserWarning):
 class _WatchedInputContext(tf.distribute.InputContext):
     """An ``InputContext`` that records whether the input_fn consulted it."""
 
-    def __init__(self, context):
+    def __init__(self, context: tf.distribute.InputContext) -> None:
         super().__init__(context.num_input_pipelines, context.input_pipeline_id,
                          context.num_replicas_in_sync)
         self.consulted = False
 
-    def _seen(self, value):
+    def _seen(self, value: int) -> int:
         self.consulted = True
         return value
 
     @property
-    def num_input_pipelines(self):
+    def num_input_pipelines(self) -> int:
         return self._seen(super().num_input_pipelines)
 
     @property
-    def input_pipeline_id(self):
+    def input_pipeline_id(self) -> int:
         return self._seen(super().input_pipeline_id)
 
     @property
-    def num_replicas_in_sync(self):
+    def num_replicas_in_sync(self) -> int:
         return self._seen(super().num_replicas_in_sync)
 
-    def get_per_replica_batch_size(self, global_batch_size):
+    def get_per_replica_batch_size(self, global_batch_size: int) -> int:
         self.consulted = True
         return super().get_per_replica_batch_size(global_batch_size)
 
@@ -69,16 +72,16 @@ class PerReplicaBatchParams(dict):
     each input_fn call; the copies keep this type and report to the same record.
     """
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         if key == "batch_size":
             _batch_size_reads.append(True)
         return super().__getitem__(key)
 
-    def get(self, key, default=None):
+    def get(self, key: Any, default: Any = None) -> Any:
         return self[key] if key in self else default
 
 
-def _static_batch_size(dataset):
+def _static_batch_size(dataset: tf.data.Dataset) -> int | None:
     for spec in tf.nest.flatten(dataset.element_spec):
         shape = getattr(spec, "shape", None)
         if shape is not None and shape.rank:
@@ -86,13 +89,13 @@ def _static_batch_size(dataset):
     return None
 
 
-def _queue_based(result):
+def _queue_based(result: Any) -> bool:
     """True when ``result`` holds tensors dequeued from an input queue (queue runners)."""
     return any(getattr(t, "op", None) is not None and t.op.type.startswith("QueueDequeue")
                for t in tf.nest.flatten(result))
 
 
-def _check_result(result):
+def _check_result(result: Any) -> None:
     if isinstance(result, tf.data.Dataset) or callable(result):
         return
     if _queue_based(result):
@@ -107,7 +110,7 @@ def _check_result(result):
         "make_one_shot_iterator(dataset).get_next()")
 
 
-def _warn_whole_batches(result, num_replicas):
+def _warn_whole_batches(result: Any, num_replicas: int) -> None:
     batch = _static_batch_size(result) if isinstance(result, tf.data.Dataset) else None
     if ("global_batch", num_replicas, batch) in _warned:
         return
@@ -126,10 +129,11 @@ def _warn_whole_batches(result, num_replicas):
         GlobalBatchWarning, stacklevel=2)
 
 
-def checked_input_fn(input_fn, num_replicas):
+def checked_input_fn(input_fn: Callable[[tf.distribute.InputContext], Any],
+                     num_replicas: int) -> Callable[[tf.distribute.InputContext], Any]:
     """Wraps the strategy-facing ``input_fn(input_context)`` with both checks."""
 
-    def wrapped(input_context):
+    def wrapped(input_context: tf.distribute.InputContext) -> Any:
         watched = _WatchedInputContext(input_context)
         _batch_size_reads.clear()
         result = input_fn(watched)

@@ -24,31 +24,41 @@ wraps the strategy's construction in three steps:
 
 The strategy then runs TF's own gRPC runtime unchanged.
 """
+from __future__ import annotations
+
 import signal
 import socket
 import sys
 import threading
 import time
+from typing import IO, TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Sequence, Tuple, TypeVar
 
 from estimator_dist import process_exit
 from estimator_dist.distribute import cluster_sources
 from estimator_dist.errors import TaskEnd, UsageError
 
+if TYPE_CHECKING:
+    from estimator_dist.distribute.cluster import TFConfig
+
 DEFAULT_TIMEOUT_SECONDS = 300
+# A task to reach: its name ("worker 1"), host and port.
+Peer = Tuple[str, str, str]
+_Strategy = TypeVar("_Strategy")
 PROGRESS_SECONDS = 10
 MIN_JOIN_SECONDS = 30  # TF's own join gets at least this long after every peer answered.
 _PROBE_SECONDS = 0.5
 _COLLECTIVE_TYPES = ("chief", "worker")  # The tasks a multi-worker strategy waits for.
 # The clusters this process has joined (TFConfig JSON): its server holds the task's port
 # from then on, and TensorFlow reuses that server for every later strategy and Estimator.
-_JOINED = set()
+_JOINED: set[str] = set()
 
 
 class RendezvousError(UsageError):
     """The cluster could not form: a task is missing, unreachable or misconfigured."""
 
 
-def _tasks(spec, task_types=None):
+def _tasks(spec: Mapping[str, Sequence[str]],
+           task_types: Sequence[str] | None = None) -> list[Peer]:
     """[(name, host, port)] of the cluster's tasks, e.g. ("worker 1", "10.0.0.2", "2222")."""
     return [(f"{task_type} {index}", *_split(address))
             for task_type, addresses in spec.items()
@@ -56,19 +66,19 @@ def _tasks(spec, task_types=None):
             for index, address in enumerate(addresses)]
 
 
-def _split(address):
+def _split(address: str) -> tuple[str, str]:
     host, _, port = address.rpartition(":")
     return host.strip("[]"), port
 
 
-def _check_port(name, port):
+def _check_port(name: str, port: str) -> int:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise RendezvousError(f"rendezvous: the address of {name} must end in a port in "
                               f"[1, 65535]. Received: port {port!r}")
     return int(port)
 
 
-def _resolve(name, host, port):
+def _resolve(name: str, host: str, port: int) -> list[str | int]:
     """The IP addresses of ``host``; an unresolvable host is one line at once."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -79,13 +89,14 @@ def _resolve(name, host, port):
     return sorted({info[4][0] for info in infos})
 
 
-def preflight(tf_config):
+def preflight(tf_config: TFConfig) -> None:
     """Checks every address of the cluster before this task starts anything.
 
     Raises:
       RendezvousError: an unresolvable host, a bad port, or two tasks at one address.
     """
-    seen = {}
+    seen: dict[tuple[str | int, int], str] = {}
+    port: str | int
     for name, host, port in _tasks(tf_config.cluster):
         port = _check_port(name, port)
         for ip in _resolve(name, host, port):
@@ -96,7 +107,7 @@ def preflight(tf_config):
                     f"both have {ip}:{port}. Received: cluster {tf_config.cluster}")
 
 
-def _listen(tf_config):
+def _listen(tf_config: TFConfig) -> socket.socket:
     """A plain TCP socket on this task's own port, so that peers see it is up.
 
     It never accepts: a peer's connect completes in the kernel's backlog and the peer
@@ -118,7 +129,7 @@ def _listen(tf_config):
     return sock
 
 
-def _reachable(host, port):
+def _reachable(host: str, port: int | str) -> bool:
     try:
         with socket.create_connection((host, int(port)), timeout=1.0):
             return True
@@ -126,7 +137,7 @@ def _reachable(host, port):
         return False
 
 
-def describe(peers):
+def describe(peers: Sequence[Peer]) -> str:
     """"worker 1 at 10.0.0.2:2222, ..." for [(name, host, port)]."""
     return ", ".join(f"{name} at {host}:{port}" for name, host, port in peers)
 
@@ -135,12 +146,12 @@ class _Stopped(Exception):
     """SIGTERM or SIGINT arrived while waiting."""
 
 
-def _raise_stopped(signum, frame):
+def _raise_stopped(signum: int, frame: Any) -> NoReturn:
     del frame  # Unused.
     raise _Stopped(signal.Signals(signum).name)
 
 
-def _probe(peers, deadline, timeout, stream):
+def _probe(peers: Sequence[Peer], deadline: float, timeout: float, stream: IO[str]) -> None:
     """Connects to every peer until all answer; raises ``RendezvousError`` at the deadline."""
     start = time.monotonic()
     reported = start
@@ -162,7 +173,8 @@ def _probe(peers, deadline, timeout, stream):
         time.sleep(_PROBE_SECONDS)
 
 
-def wait_for_peers(tf_config, timeout, stream=None, peer_types=_COLLECTIVE_TYPES):
+def wait_for_peers(tf_config: TFConfig, timeout: float, stream: IO[str] | None = None,
+                   peer_types: Sequence[str] = _COLLECTIVE_TYPES) -> float:
     """Pre-flight checks, then waits until every other task of ``peer_types`` answers.
 
     Raises:
@@ -191,7 +203,8 @@ def wait_for_peers(tf_config, timeout, stream=None, peer_types=_COLLECTIVE_TYPES
     return deadline
 
 
-def wait_for_ps_cluster(tf_config, timeout=None, stream=None):
+def wait_for_ps_cluster(tf_config: TFConfig, timeout: float | None = None,
+                        stream: IO[str] | None = None) -> None:
     """For "parameter_server": the chief and workers wait until every other chief, worker
     and ps task answers (parameter servers start their gRPC server without waiting)."""
     if tf_config.task_type in _COLLECTIVE_TYPES:
@@ -199,7 +212,8 @@ def wait_for_ps_cluster(tf_config, timeout=None, stream=None):
                        stream, peer_types=_COLLECTIVE_TYPES + ("ps",))
 
 
-def form_cluster(build, timeout=None, *, tf_config=None, stream=None):
+def form_cluster(build: Callable[[], _Strategy], timeout: float | None = None, *,
+                 tf_config: TFConfig | None = None, stream: IO[str] | None = None) -> _Strategy:
     """Builds a multi-worker strategy with ``build()`` once the cluster can form.
 
     Args:

@@ -1,6 +1,9 @@
 """``make_run_config``: a ``tf.estimator.RunConfig`` wired for a named strategy."""
+from __future__ import annotations
+
 import logging
 import os
+from typing import TYPE_CHECKING, Any, Union
 
 import tensorflow as tf
 
@@ -9,13 +12,17 @@ from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.run_config_facts import RunFacts
 
+if TYPE_CHECKING:
+    from estimator_dist.distribute.cluster import TFConfig
+
 DEFAULT_ITERATIONS_PER_LOOP = 100
 _LOG = logging.getLogger(__name__)
 # Keys of RunConfig.replace that make_run_config derives from the strategy name.
 _STRATEGY_KEYS = ("train_distribute", "eval_distribute", "experimental_distribute")
 
 
-def _replace_kwargs(config, kwargs):
+def _replace_kwargs(config: StrategyRunConfig | TPURunConfig,
+                    kwargs: dict[str, Any]) -> dict[str, Any]:
     """``RunConfig.replace``'s arguments with the strategy's wiring kept.
 
     A ``session_config`` gets the CPU devices the strategy places replicas on (without
@@ -51,7 +58,7 @@ class StrategyRunConfig(RunFacts, tf.estimator.RunConfig):
     ``mixed_precision`` say what ``make_run_config`` was asked for (``RunFacts``).
     """
 
-    def replace(self, **kwargs):
+    def replace(self, **kwargs: Any) -> StrategyRunConfig:
         return super().replace(**_replace_kwargs(self, kwargs))
 
 
@@ -65,17 +72,22 @@ class TPURunConfig(RunFacts, tf.compat.v1.estimator.tpu.RunConfig):
     on the host CPU without a word, so it is refused (mend ``tpu_estimator_guard``).
     """
 
-    def __init__(self, *, use_tpu=True, **kwargs):
+    def __init__(self, *, use_tpu: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.use_tpu = use_tpu
         mends.apply("tpu_estimator_guard", self)
         mends.apply("tpu_validate_logging", self)
 
-    def replace(self, **kwargs):
+    def replace(self, **kwargs: Any) -> TPURunConfig:
         return super().replace(**_replace_kwargs(self, kwargs))
 
 
-def cpu_session_config(cpu_devices, base=None):
+# What make_run_config returns.
+RunConfig = Union[StrategyRunConfig, TPURunConfig]
+
+
+def cpu_session_config(cpu_devices: int,
+                       base: tf.compat.v1.ConfigProto | None = None) -> tf.compat.v1.ConfigProto:
     """Returns a ``ConfigProto`` that keeps ``cpu_devices`` CPU devices in the session.
 
     Without ``device_count``, a session config drops the extra logical CPU devices and
@@ -90,7 +102,8 @@ def cpu_session_config(cpu_devices, base=None):
     return config
 
 
-def _resolve_tpu(tpu, zone=None, project=None):
+def _resolve_tpu(tpu: str | None, zone: str | None = None,
+                 project: str | None = None) -> tf.distribute.cluster_resolver.TPUClusterResolver:
     name = tpu or os.environ.get("TPU_NAME")
     if not name:
         raise UsageError(
@@ -107,7 +120,8 @@ def _resolve_tpu(tpu, zone=None, project=None):
             "validate on CPU with use_tpu=False (CLI: --tpu-validate).") from None
 
 
-def _tpu_cluster(tpu, use_tpu, *, cluster, master, tpu_zone, gcp_project):
+def _tpu_cluster(tpu: str | None, use_tpu: bool, *, cluster: Any, master: str | None,
+                 tpu_zone: str | None, gcp_project: str | None) -> Any:
     """The ``cluster`` resolver, or None.
 
     Scripts written for ``tf.compat.v1.estimator.tpu.RunConfig`` pass ``cluster`` (a
@@ -121,7 +135,7 @@ def _tpu_cluster(tpu, use_tpu, *, cluster, master, tpu_zone, gcp_project):
     return _resolve_tpu(tpu, tpu_zone, gcp_project)
 
 
-def _tpu_config(num_replicas, iterations, given):
+def _tpu_config(num_replicas: int | None, iterations: int | None, given: Any) -> Any:
     tpu_lib = tf.compat.v1.estimator.tpu
     if given is None:
         return tpu_lib.TPUConfig(
@@ -135,9 +149,12 @@ def _tpu_config(num_replicas, iterations, given):
     return given
 
 
-def _tpu_run_config(*, num_replicas, model_dir, tpu, use_tpu, cluster=None, master=None,
-                    tpu_zone=None, gcp_project=None, tpu_config=None, iterations_per_loop=None,
-                    session_config=None, **run_config_kwargs):
+def _tpu_run_config(*, num_replicas: int | None, model_dir: str | os.PathLike | None,
+                    tpu: str | None, use_tpu: bool, cluster: Any = None, master: str | None = None,
+                    tpu_zone: str | None = None, gcp_project: str | None = None,
+                    tpu_config: Any = None, iterations_per_loop: int | None = None,
+                    session_config: tf.compat.v1.ConfigProto | None = None,
+                    **run_config_kwargs: Any) -> TPURunConfig:
     check_positive_int("num_replicas", num_replicas, allow_none=True)
     if not use_tpu and num_replicas not in (None, 1):
         raise UsageError(
@@ -153,7 +170,7 @@ def _tpu_run_config(*, num_replicas, model_dir, tpu, use_tpu, cluster=None, mast
         **run_config_kwargs)
 
 
-def with_steps_per_run(config, steps_per_run):
+def with_steps_per_run(config: RunConfig, steps_per_run: int | None) -> RunConfig:
     """Returns ``config`` carrying ``steps_per_run`` (None: leaves it as it is)."""
     if steps_per_run is None:
         return config
@@ -166,7 +183,7 @@ def with_steps_per_run(config, steps_per_run):
     return config
 
 
-def with_mixed_precision(config, mixed_precision):
+def with_mixed_precision(config: RunConfig, mixed_precision: str | None) -> RunConfig:
     """Returns ``config`` computing in ``mixed_precision`` (see ``estimator_dist.precision``),
     recorded as ``config.mixed_precision``; None leaves it in float32."""
     config.mixed_precision = mixed_precision
@@ -177,7 +194,8 @@ def with_mixed_precision(config, mixed_precision):
     return config
 
 
-def _check_run_config_args(kind, run_config_kwargs):
+def _check_run_config_args(kind: strategy_table.StrategyKind,
+                           run_config_kwargs: dict[str, Any]) -> None:
     """Refuses the arguments only another strategy takes (its ``run_config_args``)."""
     for other in strategy_table.STRATEGIES.values():
         foreign = sorted(set(run_config_kwargs) & set(other.run_config_args)
@@ -188,11 +206,14 @@ def _check_run_config_args(kind, run_config_kwargs):
                 f"the make_run_config call. Received: strategy={kind.name!r}")
 
 
-def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tpu=None,
-                    use_tpu=True, collective_timeout=None, rendezvous_timeout=None,
-                    steps_per_run=None, tf_config=None, all_reduce_bytes_per_pack=None,
-                    all_reduce_dtype=None, sparse_gradients=None, mixed_precision=None,
-                    **run_config_kwargs):
+def make_run_config(strategy: strategy_table.StrategyKind | str = "default", *,
+                    num_replicas: int | None = None, model_dir: str | os.PathLike | None = None,
+                    tpu: str | None = None, use_tpu: bool = True,
+                    collective_timeout: float | None = None,
+                    rendezvous_timeout: float | None = None, steps_per_run: int | None = None,
+                    tf_config: TFConfig | None = None, all_reduce_bytes_per_pack: int | None = None,
+                    all_reduce_dtype: str | None = None, sparse_gradients: str | None = None,
+                    mixed_precision: str | None = None, **run_config_kwargs: Any) -> RunConfig:
     """Returns a ``tf.estimator.RunConfig`` that runs an Estimator under ``strategy``.
 
     Hand the result to a plain ``tf.estimator.Estimator(model_fn, config=...)``.
@@ -269,7 +290,8 @@ def make_run_config(strategy="default", *, num_replicas=None, model_dir=None, tp
         return with_mixed_precision(
             _tpu_run_config(num_replicas=num_replicas, model_dir=model_dir, tpu=tpu,
                             use_tpu=use_tpu, **run_config_kwargs), mixed_precision)
-    options = {} if collective_timeout is None else {"collective_timeout": collective_timeout}
+    options: dict[str, Any] = ({} if collective_timeout is None
+                               else {"collective_timeout": collective_timeout})
     for name, value in (("all_reduce_bytes_per_pack", all_reduce_bytes_per_pack),
                         ("all_reduce_dtype", all_reduce_dtype),
                         ("sparse_gradients", sparse_gradients)):

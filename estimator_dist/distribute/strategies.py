@@ -11,10 +11,13 @@ Two facts about TF 2.15 shape this module:
   therefore reduce through ``tf.distribute.ReductionToOneDevice``.
 * Logical CPU devices exist only if they are configured before the TF runtime starts.
 """
+from __future__ import annotations
+
 import dataclasses
 import functools
 import importlib
 import logging
+from typing import Any, Callable, Dict, Optional, cast
 
 import tensorflow as tf
 
@@ -23,7 +26,7 @@ from estimator_dist.distribute import cluster, cluster_sources, rendezvous, stra
 from estimator_dist.distribute.input_checks import checked_input_fn
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.hooks import divergence, ps_watch, watchdog
-from estimator_dist.mends import input_end, internals
+from estimator_dist.mends import extended, input_end, internals
 
 _LOG = logging.getLogger(__name__)
 
@@ -44,23 +47,29 @@ class StrategySetup:
       cpu_devices: how many CPU devices the Estimator session must keep.
     """
 
-    train_distribute: object = None
-    eval_distribute: object = None
+    train_distribute: tf.distribute.Strategy | None = None
+    eval_distribute: tf.distribute.Strategy | None = None
     cpu_devices: int = 1
 
 
-class _InputChecksMixin:
+# A strategy's builder (what ``StrategyKind.builder`` names): (num_replicas, options,
+# tf_config) -> its setup.
+Builder = Callable[[Optional[int], Dict[str, Any], Optional[cluster.TFConfig]], StrategySetup]
+
+
+class _InputChecksMixin(extended.Mixin):
     """Checks what a user's input_fn returns before the strategy consumes it."""
 
-    def make_input_fn_iterator(self, input_fn, *args, **kwargs):
+    def make_input_fn_iterator(self, input_fn: Callable[..., Any], *args: Any,
+                               **kwargs: Any) -> Any:
         checked = checked_input_fn(input_fn, self.num_replicas_in_sync)
         return super().make_input_fn_iterator(checked, *args, **kwargs)
 
 
-class _DivergenceCheckMixin:
+class _DivergenceCheckMixin(extended.Mixin):
     """Stops training when the replicas' copies of a variable differ (``divergence``)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         mends.apply("divergence_check", self, make_hook=divergence.DivergenceHook)
 
@@ -70,21 +79,22 @@ class _MirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
     """``tf.distribute.MirroredStrategy`` whose input_fn results and replicas are checked."""
 
 
-class _MultiWorkerMendsMixin:
+class _MultiWorkerMendsMixin(extended.Mixin):
     """Applies the mends MultiWorkerMirroredStrategy needs under Estimator
     (``mends.registry``): sparse gradients exchanged as rows (or dense, by the mend's
     rule), batch norm's moving statistics mirrored."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         mends.apply("sparse_gradients", self)
         mends.apply("batch_norm_statistics", self)
 
 
-class _EndTogetherMixin:
+class _EndTogetherMixin(extended.Mixin):
     """Ends every worker's finite input at the same step (``input_end``)."""
 
-    def make_input_fn_iterator(self, input_fn, *args, **kwargs):
+    def make_input_fn_iterator(self, input_fn: Callable[..., Any], *args: Any,
+                               **kwargs: Any) -> Any:
         make = super().make_input_fn_iterator
         if not mends.apply("input_end", self):
             return make(input_fn, *args, **kwargs)
@@ -104,7 +114,7 @@ class _ParameterServerStrategy(_InputChecksMixin,
     """The v1 ``ParameterServerStrategy`` (RunConfig refuses the v2 one), input checked."""
 
 
-def cpu_device_count():
+def cpu_device_count() -> int:
     """Returns how many logical CPU devices the runtime has or will have.
 
     Does not start the TF runtime.
@@ -114,7 +124,7 @@ def cpu_device_count():
     return len(configured) if configured else 1
 
 
-def setup_cpu_replicas(num_devices):
+def setup_cpu_replicas(num_devices: int) -> None:
     """Makes ``num_devices`` logical CPU devices available, before the runtime starts.
 
     Call this (or ``make_run_config``) before any TF op runs. Asking for fewer devices
@@ -141,7 +151,7 @@ def setup_cpu_replicas(num_devices):
             "runs, e.g. at the top of your script.") from None
 
 
-def check_collectives_configurable():
+def check_collectives_configurable() -> None:
     """Raises when collective ops can no longer be configured (the runtime started).
 
     ``MultiWorkerMirroredStrategy`` configures them in eager mode (TF2 behaviour), which
@@ -157,12 +167,14 @@ def check_collectives_configurable():
             "TensorFlow op runs.")
 
 
-def _default(num_replicas, options, tf_config):
+def _default(num_replicas: int | None, options: dict[str, Any],
+             tf_config: cluster.TFConfig | None) -> StrategySetup:
     del num_replicas, options, tf_config  # One replica (build() checks); no options.
     return StrategySetup(cpu_devices=cpu_device_count())
 
 
-def _mirrored(num_replicas, options, tf_config):
+def _mirrored(num_replicas: int | None, options: dict[str, Any],
+              tf_config: cluster.TFConfig | None) -> StrategySetup:
     del options, tf_config  # build() passes none for this strategy.
     check_positive_int("num_replicas", num_replicas, allow_none=True)
     gpus = tf.config.list_physical_devices("GPU")
@@ -182,7 +194,8 @@ def _mirrored(num_replicas, options, tf_config):
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
-def _multi_worker(num_replicas, options, tf_config):
+def _multi_worker(num_replicas: int | None, options: dict[str, Any],
+                  tf_config: cluster.TFConfig) -> StrategySetup:
     del num_replicas  # One replica per worker process (build() checks).
     if tf_config.task_type == "evaluator":
         # The evaluator trains nothing, but Estimator routes it through the distribute
@@ -199,7 +212,7 @@ def _multi_worker(num_replicas, options, tf_config):
         raise UsageError(f"sparse_gradients must be one of {list(SPARSE_GRADIENTS)}. "
                          f"Received: sparse_gradients={sparse!r}")
 
-    def build():
+    def build() -> tf.distribute.MultiWorkerMirroredStrategy:
         check_collectives_configurable()
         return _MultiWorkerMirroredStrategy(
             communication_options=tf.distribute.experimental.CommunicationOptions(
@@ -219,7 +232,7 @@ def _multi_worker(num_replicas, options, tf_config):
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
-def _packing_options(options):
+def _packing_options(options: dict[str, Any]) -> dict[str, int]:
     """CommunicationOptions fields of the all-reduce's packing (``all_reduce_bytes_per_pack``;
     0 or absent: TensorFlow's default, every gradient in one collective)."""
     bytes_per_pack = options.get("all_reduce_bytes_per_pack")
@@ -238,7 +251,7 @@ SPARSE_GRADIENTS = ("auto", "rows", "dense")
 _REDUCTION_DTYPES = ("bfloat16", "float32")
 
 
-def _reduction_dtype(dtype):
+def _reduction_dtype(dtype: str) -> str:
     """``dtype``, checked as an ``all_reduce_dtype``."""
     if dtype not in _REDUCTION_DTYPES:
         raise UsageError(f"all_reduce_dtype must be one of {sorted(_REDUCTION_DTYPES)}. "
@@ -246,7 +259,8 @@ def _reduction_dtype(dtype):
     return dtype
 
 
-def _parameter_server(num_replicas, options, tf_config):
+def _parameter_server(num_replicas: int | None, options: dict[str, Any],
+                      tf_config: cluster.TFConfig) -> StrategySetup:
     del num_replicas  # One replica per worker process (build() checks).
     missing = [t for t in ("chief", "ps") if t not in tf_config.cluster]
     if missing:
@@ -265,7 +279,8 @@ def _parameter_server(num_replicas, options, tf_config):
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 
-def build(strategy, num_replicas=None, *, tf_config=None, **options):
+def build(strategy: strategy_table.StrategyKind | str, num_replicas: int | None = None, *,
+          tf_config: cluster.TFConfig | None = None, **options: Any) -> StrategySetup:
     """Builds the ``StrategySetup`` of ``strategy`` (a ``strategy_table.StrategyKind``, or
     its name) with the builder its kind names.
 
@@ -301,11 +316,11 @@ def build(strategy, num_replicas=None, *, tf_config=None, **options):
         raise UsageError(f"tf_config must be a TFConfig (estimator_dist.parse_tf_config or "
                          f"resolve_cluster returns one). Received: {type(tf_config).__name__}")
     if kind.cluster:
-        cluster_sources.write_tf_config(tf_config)
+        cluster_sources.write_tf_config(cast(cluster.TFConfig, tf_config))  # Set above.
     return builder_of(kind)(num_replicas, options, tf_config)
 
 
-def builder_of(kind):
+def builder_of(kind: strategy_table.StrategyKind) -> Builder:
     """The function ``kind.builder`` names (``"module:function"``), imported."""
-    module, _, function = kind.builder.partition(":")
+    module, _, function = cast(str, kind.builder).partition(":")  # Only "tpu" has none.
     return getattr(importlib.import_module(module), function)

@@ -9,7 +9,10 @@ builders are named here by their import path and loaded when a strategy is built
 strategy is one ``StrategyKind`` entry here plus its builder (docs/architecture.md,
 "Adding a strategy").
 """
+from __future__ import annotations
+
 import dataclasses
+from typing import Callable
 
 from estimator_dist.errors import entry_of
 
@@ -40,15 +43,15 @@ class StrategyKind:
     """
 
     name: str
-    builder: str = None
+    builder: str | None = None
     cluster: bool = False
     synchronous: bool = True
     loops: bool = True
     collectives: bool = False
     tpu: bool = False
-    one_replica: str = None
-    options: tuple = ()
-    run_config_args: tuple = ()
+    one_replica: str | None = None
+    options: tuple[str, ...] = ()
+    run_config_args: tuple[str, ...] = ()
 
 
 _BUILDERS = "estimator_dist.distribute.strategies"
@@ -72,7 +75,7 @@ STRATEGIES = {kind.name: kind for kind in (
 )}
 
 
-def names_where(fact):
+def names_where(fact: Callable[..., bool]) -> tuple[str, ...]:
     """The names of the kinds for which ``fact(kind)`` holds, in the table's order."""
     return tuple(name for name, kind in STRATEGIES.items() if fact(kind))
 
@@ -81,7 +84,7 @@ NAMES = tuple(STRATEGIES)
 CLUSTER_NAMES = names_where(lambda kind: kind.cluster)
 
 
-def kind_of(name):
+def kind_of(name: str) -> StrategyKind:
     """Returns the ``StrategyKind`` named ``name``.
 
     Raises:
@@ -91,7 +94,7 @@ def kind_of(name):
                     listed=", ".join(map(repr, STRATEGIES)))
 
 
-def as_kind(strategy):
+def as_kind(strategy: StrategyKind | str) -> StrategyKind:
     """``strategy`` as a ``StrategyKind``: a kind as it is, a name looked up (``kind_of``)."""
     return strategy if isinstance(strategy, StrategyKind) else kind_of(strategy)
 

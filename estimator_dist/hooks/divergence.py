@@ -19,12 +19,19 @@ checksum (sum and sum of squares in float64) gathered with one all-reduce. When 
 differ, training stops with ``ReplicaDivergenceError``: one line naming the variable
 and the likely cause. Per-replica (``ON_READ``) variables may differ and are skipped.
 """
+from __future__ import annotations
+
+from typing import List, Tuple
+
 import numpy as np
 import tensorflow as tf
 
 from estimator_dist.mends import internals
 
 CHECK_EVERY_STEPS = 100
+# The check of a graph: variable names, their spreads and scales, and where the compared
+# copies live ("replicas" or "workers").
+Check = Tuple[List[str], tf.Tensor, tf.Tensor, str]
 # Copies updated by the same aggregated update are bit-identical; this leaves room for
 # reductions that are not.
 _RELATIVE_TOLERANCE = 1e-6
@@ -34,7 +41,7 @@ class ReplicaDivergenceError(RuntimeError):
     """Replicas or workers of a synchronous strategy hold different values of a variable."""
 
 
-def _checked_variables():
+def _checked_variables() -> list[tf.Variable]:
     """The mirrored (kept-equal) variables of the graph with something to compare."""
     return [v for v in tf.compat.v1.global_variables()
             if internals.is_mirrored_variable(v)
@@ -42,15 +49,16 @@ def _checked_variables():
             and v.shape.is_fully_defined() and v.shape.num_elements() != 0]
 
 
-def _by_dtype(variables):
+def _by_dtype(variables: list[tf.Variable]) -> list[list[tf.Variable]]:
     """Variables grouped by dtype, so that each group's copies concatenate into one vector."""
-    groups = {}
+    groups: dict[tf.DType, list[tf.Variable]] = {}
     for variable in variables:
         groups.setdefault(variable.dtype.base_dtype, []).append(variable)
     return list(groups.values())
 
 
-def _flat(strategy, variables, replica):
+def _flat(strategy: tf.distribute.Strategy, variables: list[tf.Variable],
+          replica: int) -> tuple[tf.Tensor, tf.Tensor]:
     """One vector of ``variables``' copies on local ``replica``, and each element's
     variable (its index in ``variables``).
 
@@ -71,7 +79,8 @@ def _flat(strategy, variables, replica):
 _FLAT_MAX_ELEMENTS = 65536
 
 
-def _replica_spreads(strategy, variables):
+def _replica_spreads(strategy: tf.distribute.Strategy,
+                     variables: list[tf.Variable]) -> tuple[tf.Tensor, tf.Tensor]:
     """Per variable: the largest difference of a local copy from the first, and a scale."""
     small = [i for i, v in enumerate(variables)
              if v.shape.num_elements() <= _FLAT_MAX_ELEMENTS]
@@ -98,7 +107,8 @@ def _replica_spreads(strategy, variables):
     return tf.cast(spread, tf.float64), tf.cast(scale, tf.float64)
 
 
-def _worker_spreads(strategy, variables):
+def _worker_spreads(strategy: tf.distribute.Strategy,
+                    variables: list[tf.Variable]) -> tuple[tf.Tensor, tf.Tensor]:
     """Per variable: the spread of a checksum across workers, and the checksums' scale.
 
     Each worker writes its checksums (sum and sum of squares, float64) into its own row
@@ -116,7 +126,7 @@ def _worker_spreads(strategy, variables):
     return spread, tf.reduce_max(tf.abs(table), [0, 2])
 
 
-def _check_tensors(strategy):
+def _check_tensors(strategy: tf.distribute.Strategy) -> Check | None:
     """(variable names, spreads, scales, place) for the graph's mirrored variables, or None.
 
     ``place`` is "replicas" or "workers": where the copies that are compared live.
@@ -133,7 +143,7 @@ def _check_tensors(strategy):
             "workers" if across_workers else "replicas")
 
 
-def _message(name, spread, step, place):
+def _message(name: str, spread: float, step: int, place: str) -> str:
     """The one line ``ReplicaDivergenceError`` carries."""
     return (f"variable {name!r} must hold the same value on every one of the {place}, but "
             f"its copies differ by {spread:.3g} at step {step}: something updates each "
@@ -153,44 +163,47 @@ class DivergenceHook(tf.compat.v1.train.SessionRunHook):
     that into start-up, and checks that the copies start out equal.
     """
 
-    def __init__(self, strategy, every_n_steps=CHECK_EVERY_STEPS):
+    def __init__(self, strategy: tf.distribute.Strategy,
+                 every_n_steps: int = CHECK_EVERY_STEPS) -> None:
         self._strategy = strategy
         self._every_n_steps = every_n_steps
-        self._check = None
+        self._check: Check | None = None
         self._steps = 0
         self._checked_at = 0
         self._in_step = False
 
-    def begin(self):
+    def begin(self) -> None:
         with self._strategy.scope():
             self._check = _check_tensors(self._strategy)
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         del coord  # Unused.
         self._run_check(session)
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: tf.estimator.SessionRunContext) -> None:
         del run_context  # Unused.
         self._in_step = True
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.estimator.SessionRunContext,
+                  run_values: tf.estimator.SessionRunValues) -> None:
         del run_values  # The check reads the variables after the step, in a run of its own.
         self._in_step = False
         self._steps += 1
         if self._steps == 1 or self._steps % self._every_n_steps == 0:
             self._run_check(run_context.session)
 
-    def end(self, session):
+    def end(self, session: tf.compat.v1.Session) -> None:
         # A step that never returned ended the session by the end of input: a collective
         # now would fail ("Restart your program to reset"), as would a worker's that
         # stopped at another step.
         if self._steps != self._checked_at and not (self._in_step and self._across_workers()):
             self._run_check(session)
 
-    def _across_workers(self):
+    def _across_workers(self) -> bool:
         return self._check is not None and self._check[3] == "workers"
 
-    def _run_check(self, session):
+    def _run_check(self, session: tf.compat.v1.Session) -> None:
         self._checked_at = self._steps
         if self._check is None:
             return

@@ -13,10 +13,13 @@ peer's gRPC server, which answers at once with its settings when its process run
 dead peer refuses the connection ("unreachable"); a stopped or frozen one lets the
 kernel accept it but never answers ("does not answer").
 """
+from __future__ import annotations
+
 import concurrent.futures
 import json
 import os
 import socket
+from typing import Mapping, Sequence
 
 import tensorflow as tf
 
@@ -34,7 +37,7 @@ class PeerLostError(EnvironmentFault, RuntimeError):
     CLI prints it as one line and exits 1)."""
 
 
-def peer_state(host, port, timeout=PROBE_SECONDS):
+def peer_state(host: str, port: int | str, timeout: float = PROBE_SECONDS) -> str:
     """"answers", "unreachable" or "does not answer": how a gRPC server at host:port
     reacts to an HTTP/2 connection within ``timeout`` seconds."""
     try:
@@ -50,7 +53,7 @@ def peer_state(host, port, timeout=PROBE_SECONDS):
     return "does not answer"
 
 
-def _collective_tasks(spec):
+def _collective_tasks(spec: Mapping[str, Sequence[str]]) -> list[tuple[str, str, str]]:
     """[(name, host, port)] of the chief and worker tasks of cluster ``spec``."""
     tasks = []
     for task_type in ("chief", "worker"):
@@ -60,7 +63,7 @@ def _collective_tasks(spec):
     return tasks
 
 
-def silent_peers(spec, me):
+def silent_peers(spec: Mapping[str, Sequence[str]], me: str) -> list[tuple[str, str, str, str]]:
     """[(name, host, port, state)] of the chief and worker tasks of cluster ``spec`` other
     than ``me`` (e.g. "worker 0") whose gRPC server does not answer."""
     peers = [peer for peer in _collective_tasks(spec) if peer[0] != me]
@@ -71,7 +74,7 @@ def silent_peers(spec, me):
     return [(*peer, state) for peer, state in zip(peers, states) if state != "answers"]
 
 
-def describe(silent):
+def describe(silent: Sequence[tuple[str, str, str, str]]) -> str:
     """"worker 1 at 127.0.0.1:2223 is unreachable (...)" for ``silent_peers``' result."""
     why = {"unreachable": "is unreachable (its process is gone or its host is down)",
            "does not answer": "does not answer (its process is stopped, frozen or "
@@ -79,7 +82,7 @@ def describe(silent):
     return "; ".join(f"{name} at {host}:{port} {why[state]}" for name, host, port, state in silent)
 
 
-def _lost_peers():
+def _lost_peers() -> str:
     """Which peers of this task's ``TF_CONFIG`` cluster are lost, in words, or ""."""
     try:  # Every cluster run writes its resolved cluster there (cluster_sources).
         config = json.loads(os.environ.get("TF_CONFIG") or "{}")
@@ -97,10 +100,11 @@ class PeerFailureHook(tf.estimator.SessionRunHook):
     ``estimator.train(..., hooks=...)``) under strategy "multi_worker".
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._sessions = 0
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         del session, coord  # Only the count matters.
         self._sessions += 1
         if self._sessions > 1:

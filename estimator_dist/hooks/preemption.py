@@ -23,7 +23,10 @@ handler back and delivers it again (e.g. Ctrl-C twice stops at once). Outside a 
 session the previous handlers apply: the hook sets its own in ``begin`` and puts the
 previous ones back in ``end``.
 """
+from __future__ import annotations
+
 import signal
+from typing import Any, Iterable, Sequence, cast
 
 import tensorflow as tf
 from estimator_dist.errors import check_positive_int
@@ -45,31 +48,32 @@ class Preempted(Exception):
         not save checkpoints (only the chief does).
     """
 
-    def __init__(self, signum, step, savers=()):
+    def __init__(self, signum: int, step: int,
+                 savers: Iterable[tf.compat.v1.train.Saver] = ()) -> None:
         super().__init__(signum, step)
         self.signum, self.step = signum, step
         self._savers = tuple(savers)  # Their saves end before this is raised.
 
     @property
-    def checkpoint(self):
+    def checkpoint(self) -> str | None:
         for saver in self._savers:
             if saver.last_checkpoints and saver.last_checkpoints[-1].endswith(f"-{self.step}"):
                 return saver.last_checkpoints[-1]
         return None
 
-    def __str__(self):
+    def __str__(self) -> str:
         where = (f"saved checkpoint {self.checkpoint}" if self.checkpoint else
                  "the chief saves the checkpoint")
         return (f"{signal.Signals(self.signum).name}: stopped training at step {self.step}; "
                 f"{where}")
 
 
-def _syncs_across_processes(strategy):
+def _syncs_across_processes(strategy: tf.distribute.Strategy) -> bool:
     """Whether ``strategy`` steps in lockstep with other processes (multi-worker)."""
     return strategy.num_replicas_in_sync > len(strategy.extended.worker_devices)
 
 
-def _checkpoint_savers():
+def _checkpoint_savers() -> tuple[tf.compat.v1.train.Saver, ...]:
     """The graph's savers, if this process writes the run's checkpoints.
 
     Under a distribute coordinator (``train_and_evaluate`` on a cluster) the workers that
@@ -82,7 +86,7 @@ def _checkpoint_savers():
     return tuple(v1.get_collection(v1.GraphKeys.SAVERS))
 
 
-class PreemptionHook(v1.train.SessionRunHook):
+class PreemptionHook(tf.compat.v1.train.SessionRunHook):
     """On SIGTERM or SIGINT: stop after the current step, save it, raise ``Preempted``.
 
     Pass it among the training hooks, e.g.
@@ -100,25 +104,29 @@ class PreemptionHook(v1.train.SessionRunHook):
         stops after the step the signal arrives in.
     """
 
-    def __init__(self, signals=SIGNALS, *, sync_every_runs=10):
+    def __init__(self, signals: Sequence[int] = SIGNALS, *, sync_every_runs: int = 10) -> None:
         check_positive_int("sync_every_runs", sync_every_runs)
         self._signals = tuple(signals)
         self._sync_every_runs = sync_every_runs
         self._runs = 0  # Session.run calls of this session.
-        self._previous = {}
-        self._received = None  # The first signal of this session, if any.
+        self._previous: dict[int, Any] = {}
+        self._received: int | None = None  # The first signal of this session, if any.
         self._active = False  # A session runs: signals stop it.
         self._stopping = False  # Stop requested after the last step.
+        self._flag: Any
+        self._vote: Any
+        self._coord: Any
         self._flag = self._vote = self._coord = None
-        self._preempted = None  # The Preempted error of the last session, if it stopped.
+        # The Preempted error of the last session, if it stopped.
+        self._preempted: Preempted | None = None
 
     @property
-    def preempted(self):
+    def preempted(self) -> Preempted | None:
         """The ``Preempted`` error the last session ended with (raised when it closes), or
         None: read it in a later hook's ``end`` or a saving listener's ``end``."""
         return self._preempted
 
-    def _handle(self, signum, frame):
+    def _handle(self, signum: int, frame: Any) -> None:
         del frame  # Unused.
         # A session that ended on an error never calls end(), but its coordinator stops.
         running = self._active and not self._coord.should_stop()
@@ -129,11 +137,11 @@ class PreemptionHook(v1.train.SessionRunHook):
         self._restore(signum)
         signal.raise_signal(signum)
 
-    def _restore(self, signum):
+    def _restore(self, signum: int) -> None:
         previous = self._previous.pop(signum, None)
         signal.signal(signum, signal.SIG_DFL if previous is None else previous)
 
-    def begin(self):
+    def begin(self) -> None:
         # The vote is built on every worker alike, or their collectives would not match.
         self._vote = None
         strategy = tf.distribute.get_strategy()
@@ -149,17 +157,19 @@ class PreemptionHook(v1.train.SessionRunHook):
         except ValueError:
             pass  # Not the main thread: no signal reaches this hook.
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         del session  # Unused.
         self._coord = coord
         self._active, self._received, self._stopping = True, None, False
         self._preempted = None
         self._runs = 0
 
-    def _votes_now(self):
+    def _votes_now(self) -> bool:
         return self._vote is not None and self._runs % self._sync_every_runs == 0
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: tf.estimator.SessionRunContext
+                   ) -> tf.estimator.SessionRunArgs | None:
         del run_context  # Unused.
         self._runs += 1
         if not self._votes_now():
@@ -167,7 +177,8 @@ class PreemptionHook(v1.train.SessionRunHook):
         return v1.train.SessionRunArgs(
             self._vote, feed_dict={self._flag: 0.0 if self._received is None else 1.0})
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.estimator.SessionRunContext,
+                  run_values: tf.estimator.SessionRunValues) -> None:
         if self._vote is None:
             self._stopping = self._received is not None
         elif self._votes_now() and run_values.results > 0:
@@ -177,14 +188,14 @@ class PreemptionHook(v1.train.SessionRunHook):
         if self._stopping:
             run_context.request_stop()
 
-    def end(self, session):
+    def end(self, session: tf.compat.v1.Session) -> None:
         self._active = False
         for signum in list(self._previous):
             self._restore(signum)
         if not self._stopping:
             return
         step = int(session.run(v1.train.get_global_step()))
-        error = self._preempted = Preempted(self._received, step, _checkpoint_savers())
+        error = self._preempted = Preempted(cast(int, self._received), step, _checkpoint_savers())
         # The coordinator raises it when the session closes: after every hook's end, so
         # after the CheckpointSaverHook's final save whatever the order of the hooks.
         self._coord.request_stop((Preempted, error, None))

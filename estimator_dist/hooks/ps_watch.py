@@ -30,14 +30,20 @@ ps); every task ends instead, and the job restarts from that checkpoint.
 
 The evaluator is not watched: it reads the chief's checkpoints, not the ps.
 """
+from __future__ import annotations
+
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import tensorflow as tf
 
 from estimator_dist import process_exit
 from estimator_dist.hooks import peer_failure
 from estimator_dist.mends import internals
+
+if TYPE_CHECKING:
+    from estimator_dist.distribute.cluster import TFConfig
 
 EXIT_CODE = 1
 PROBE_EVERY_SECONDS = 1.0
@@ -50,18 +56,19 @@ _GONE_FOR_GOOD = "unreachable"
 class _Watch:
     """The process's one watch: the ps tasks, this task's name, how long each failed."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.thread = None  # The daemon thread, started once.
-        self.ps = ()  # (name, host, port) of each ps task.
-        self.me = None
-        self.failing = {}  # ps name -> (monotonic time of its first failed probe, states)
+        self.thread: threading.Thread | None = None  # The daemon thread, started once.
+        self.ps: tuple[tuple[str, str, str], ...] = ()  # (name, host, port) of each ps task.
+        self.me: Any = None  # Set by watch(), before the thread starts.
+        # ps name -> (monotonic time of its first failed probe, states)
+        self.failing: dict[str, tuple[float, set[str]]] = {}
 
 
 _WATCH = _Watch()
 
 
-def ps_tasks(spec):
+def ps_tasks(spec: Mapping[str, Sequence[str]]) -> list[tuple[str, str, str]]:
     """[(name, host, port)] of the ps tasks of cluster ``spec``."""
     tasks = []
     for index, address in enumerate(spec.get("ps", ())):
@@ -70,7 +77,7 @@ def ps_tasks(spec):
     return tasks
 
 
-def is_gone(first_failed, states, now):
+def is_gone(first_failed: float, states: set[str], now: float) -> bool:
     """Whether a ps that failed every probe since ``first_failed`` (monotonic seconds),
     with ``states`` (``peer_failure.peer_state`` words) among them, is gone at ``now``."""
     failed_for = now - first_failed
@@ -79,7 +86,7 @@ def is_gone(first_failed, states, now):
     return failed_for >= SILENT_SECONDS
 
 
-def newest_checkpoint_words(model_dir):
+def newest_checkpoint_words(model_dir: str | None) -> str:
     """What a chief leaves saved, in words, read from ``model_dir`` now."""
     if model_dir is None:
         return "its checkpoints stay as they are"
@@ -87,7 +94,7 @@ def newest_checkpoint_words(model_dir):
         return f"the checkpoints in {model_dir} stay as they are"
     try:
         latest = tf.train.latest_checkpoint(model_dir)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:  # Whatever the read raises.
         latest = None  # The line must still be printed, and the process ended.
     if latest is None:
         return f"{model_dir} holds no checkpoint yet"
@@ -95,14 +102,17 @@ def newest_checkpoint_words(model_dir):
             "as it was")
 
 
-def gone_line(me, gone, seconds, saved):
+def gone_line(me: str, gone: Sequence[tuple[str, str, str, str]], seconds: float,
+              saved: str) -> str:
     """The one line printed before the watch ends the process."""
     return (f"ps_watch: {me} stopped training: {peer_failure.describe(gone)}, for "
             f"{seconds:.0f} s, and the variables live there; {saved}; restart every task "
             "to resume from the last checkpoint.")
 
 
-def _probe(ps, failing):
+def _probe(ps: Sequence[tuple[str, str, str]],
+           failing: dict[str, tuple[float, set[str]]]
+           ) -> tuple[list[tuple[str, str, str, str]], float]:
     """Probes every ps of ``ps``, recording failures in ``failing``; returns [(name, host,
     port, state)] of those gone, and for how long the first of them has failed."""
     timeout = max(0.5, min(PROBE_SECONDS, 2 * PROBE_SECONDS / max(len(ps), 1)))
@@ -120,7 +130,7 @@ def _probe(ps, failing):
     return gone, longest
 
 
-def check(watch):
+def check(watch: _Watch) -> str | None:
     """One round of ``watch``'s thread: the line to end the process with, or None. Outside
     training it asks no ps and forgets past failures."""
     with watch.lock:
@@ -137,7 +147,7 @@ def check(watch):
     return gone_line(me, gone, seconds, saved)
 
 
-def _run(watch):
+def _run(watch: _Watch) -> None:
     while True:
         time.sleep(PROBE_EVERY_SECONDS)
         line = check(watch)
@@ -146,7 +156,7 @@ def _run(watch):
             return  # The program's own handler (process_exit.set_handler) kept the process.
 
 
-def watch(tf_config):
+def watch(tf_config: TFConfig) -> None:
     """Ends this process, with one line, when a ps task of ``tf_config`` (this task's
     ``cluster.TFConfig``, a chief or a worker) is gone while it trains; one daemon thread
     per process, started on the first call."""

@@ -18,8 +18,11 @@ through ``process_exit.end`` (the training thread is stuck inside TensorFlow, wh
 exception reaches it). A process already out of the monitored session (after an error,
 between train calls) is never ended.
 """
+from __future__ import annotations
+
 import threading
 import time
+from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
 
@@ -34,20 +37,21 @@ _MAX_POLL_SECONDS = 5.0
 class _Watch:
     """The process's one watch: which thread trains, when it last made progress."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.thread = None  # The daemon thread, started once.
-        self.trainer = None  # Ident of the thread that runs the monitored session.
+        self.thread: threading.Thread | None = None  # The daemon thread, started once.
+        self.trainer: int | None = None  # Ident of the thread that runs the monitored session.
         self.beat = time.monotonic()
-        self.timeout = None
-        self.cluster = None
-        self.me = None
+        # Set by the hook's begin, before the thread starts.
+        self.timeout: Any = None
+        self.cluster: Any = None
+        self.me: Any = None
 
 
 _WATCH = _Watch()
 
 
-def stall_message(me, timeout, silent):
+def stall_message(me: str, timeout: float, silent: Sequence[tuple[str, str, str, str]]) -> str:
     """The one line printed before the watchdog ends the process."""
     if silent:
         blame = f"{peer_failure.describe(silent)}; restart every task"
@@ -59,7 +63,7 @@ def stall_message(me, timeout, silent):
             "(--collective-timeout) if steps or saves take that long.")
 
 
-def _stalled(watch):
+def _stalled(watch: _Watch) -> float:
     """The seconds since the last progress while training is stuck in a session, else 0."""
     with watch.lock:
         trainer, beat, timeout = watch.trainer, watch.beat, watch.timeout
@@ -69,7 +73,7 @@ def _stalled(watch):
     return idle
 
 
-def _run(watch):
+def _run(watch: _Watch) -> None:
     while True:
         time.sleep(min(_MAX_POLL_SECONDS, watch.timeout / 4))
         if not _stalled(watch):
@@ -81,7 +85,7 @@ def _run(watch):
         return  # The program's own handler (process_exit.set_handler) kept the process.
 
 
-def _beat():
+def _beat() -> None:
     with _WATCH.lock:
         _WATCH.trainer = threading.get_ident()
         _WATCH.beat = time.monotonic()
@@ -96,12 +100,12 @@ class StallWatchdogHook(tf.compat.v1.train.SessionRunHook):
       me: this task's name, e.g. "worker 1".
     """
 
-    def __init__(self, timeout, cluster, me):
+    def __init__(self, timeout: float, cluster: Mapping[str, Sequence[str]], me: str) -> None:
         self._timeout = timeout
         self._cluster = cluster
         self._me = me
 
-    def begin(self):
+    def begin(self) -> None:
         with _WATCH.lock:
             _WATCH.timeout = self._timeout
             _WATCH.cluster = self._cluster
@@ -112,18 +116,20 @@ class StallWatchdogHook(tf.compat.v1.train.SessionRunHook):
                 _WATCH.thread.start()
         _beat()
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         del session, coord  # Only the time matters.
         _beat()
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: tf.estimator.SessionRunContext) -> None:
         del run_context  # Only the time matters.
         _beat()
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.estimator.SessionRunContext,
+                  run_values: tf.estimator.SessionRunValues) -> None:
         del run_context, run_values  # Only the time matters.
         _beat()
 
-    def end(self, session):
+    def end(self, session: tf.compat.v1.Session) -> None:
         del session  # Only the time matters.
         _beat()

@@ -5,6 +5,10 @@ none, and that hook writes the graph into the events file at every call. This on
 checkpoints as Estimator's does and, with mend ``saver_graph_events``, leaves the graph
 to the events file's writer, which writes it once per process.
 """
+from __future__ import annotations
+
+from typing import Sequence
+
 import tensorflow as tf
 
 from estimator_dist import mends
@@ -12,7 +16,7 @@ from estimator_dist import mends
 v1 = tf.compat.v1
 
 
-class CheckpointSaverHook(v1.train.CheckpointSaverHook):
+class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     """Estimator's ``CheckpointSaverHook`` for ``config``, without the graph in the events
     file.
 
@@ -20,7 +24,8 @@ class CheckpointSaverHook(v1.train.CheckpointSaverHook):
     Estimator then adds no saver of its own.
     """
 
-    def __init__(self, config, *, listeners=()):
+    def __init__(self, config: tf.estimator.RunConfig, *,
+                 listeners: Sequence[tf.estimator.CheckpointSaverListener] = ()) -> None:
         super().__init__(config.model_dir, save_secs=config.save_checkpoints_secs,
                          save_steps=config.save_checkpoints_steps, listeners=list(listeners),
                          save_graph_def=config.checkpoint_save_graph_def)

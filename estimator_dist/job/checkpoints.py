@@ -20,11 +20,14 @@ dir is never followed: it counts as damaged, and the resume falls back past it t
 way, with one warning line naming it. ``migrate`` converts the same checkpoint a resume
 would restore, and moves nothing (it only reads the model dir).
 """
+from __future__ import annotations
+
 import dataclasses
 import datetime
 import glob
 import os
 import re
+from typing import cast
 
 import tensorflow as tf
 
@@ -38,18 +41,19 @@ _PREFIX = re.compile(r"^(model\.ckpt-(\d+))\.(index|meta|data-\d+-of-\d+)$")
 class Resume:
     """Where a resume starts. ``path`` None: a fresh start (no checkpoint at all)."""
 
-    path: str = None  # The intact checkpoint prefix to restore.
+    path: str | None = None  # The intact checkpoint prefix to restore.
     step: int = 0
-    stale: tuple = ()  # (prefix, why) of damaged or missing checkpoints newer than ``path``.
-    named: str = None  # What the state file names ("" when it cannot be read).
-    state_fault: str = None  # Why the state file is not followed, e.g. "is empty".
+    # (prefix, why) of damaged or missing checkpoints newer than ``path``.
+    stale: tuple[tuple[str, str], ...] = ()
+    named: str | None = None  # What the state file names ("" when it cannot be read).
+    state_fault: str | None = None  # Why the state file is not followed, e.g. "is empty".
 
     @property
-    def needs_fallback(self):
+    def needs_fallback(self) -> bool:
         return self.path is not None and (bool(self.stale) or self.named != self.path)
 
 
-def _on_disk(model_dir):
+def _on_disk(model_dir: str) -> dict[int, str]:
     """step -> prefix of every ``model.ckpt-N`` with any file in ``model_dir``."""
     found = {}
     for name in os.listdir(model_dir):
@@ -62,7 +66,7 @@ def _on_disk(model_dir):
 _STATE_BYTES = 1 << 20  # Far above any real state file (one line per kept checkpoint).
 
 
-def _state_paths(model_dir):
+def _state_paths(model_dir: str) -> str:
     """The paths the state file names, or raises ValueError saying why it is not used."""
     state_path = os.path.join(model_dir, STATE_FILE)
     try:
@@ -91,7 +95,7 @@ def _state_paths(model_dir):
     return state.model_checkpoint_path
 
 
-def _named(model_dir):
+def _named(model_dir: str) -> tuple[str | None, str | None]:
     """(The prefix the state file names, or "" for one not followed; None for none, and
     why it is not followed)."""
     if not os.path.lexists(os.path.join(model_dir, STATE_FILE)):
@@ -104,7 +108,7 @@ def _named(model_dir):
     return os.path.join(model_dir, os.path.basename(named)), None
 
 
-def damage(prefix):
+def damage(prefix: str) -> str | None:
     """Why the checkpoint ``prefix`` cannot be restored, or None when every tensor reads."""
     if not os.path.exists(prefix + ".index"):
         return "missing"
@@ -117,7 +121,7 @@ def damage(prefix):
     return None
 
 
-def inspect(model_dir):
+def inspect(model_dir: str) -> Resume:
     """The ``Resume`` of ``model_dir``; reads only.
 
     Raises:
@@ -129,7 +133,7 @@ def inspect(model_dir):
     disk = _on_disk(model_dir)
     if named and _PREFIX.match(os.path.basename(named) + ".index"):
         disk.setdefault(int(named.rsplit("-", 1)[1]), named)
-    stale = []
+    stale: list[tuple[str, str]] = []
     for step in sorted(disk, reverse=True):
         why = damage(disk[step])
         if why is None:
@@ -146,23 +150,24 @@ def inspect(model_dir):
         f"--model-dir to start over). Received: model_dir={model_dir!r} ({described})")
 
 
-def describe(resume, doing="resuming from"):
+def describe(resume: Resume, doing: str = "resuming from") -> str:
     """One sentence: what is damaged and which checkpoint the resume restores instead
     (``doing`` it)."""
+    path, named = cast(str, resume.path), cast(str, resume.named)  # A resume that falls back.
     if resume.stale:
         names = ", ".join(f"{os.path.basename(p)} ({why})" for p, why in resume.stale)
         what = f"checkpoint {names} cannot be restored"
         if resume.state_fault:
             what += f", and the {STATE_FILE} state file {resume.state_fault}"
     elif resume.state_fault:
-        state = os.path.join(os.path.dirname(resume.path), STATE_FILE)
+        state = os.path.join(os.path.dirname(path), STATE_FILE)
         what = f"the {STATE_FILE} state file {resume.state_fault} ({state})"
     else:
-        what = f"the {STATE_FILE} state file names {os.path.basename(resume.named)}, not the newest"
-    return f"{what}; {doing} {os.path.basename(resume.path)}, the newest intact checkpoint"
+        what = f"the {STATE_FILE} state file names {os.path.basename(named)}, not the newest"
+    return f"{what}; {doing} {os.path.basename(path)}, the newest intact checkpoint"
 
 
-def fall_back(model_dir, resume, now=None):
+def fall_back(model_dir: str, resume: Resume, now: datetime.datetime | None = None) -> str:
     """Moves the damaged files and the old state file aside, untouched, and writes a state
     file naming ``resume.path``; returns the directory they went to."""
     stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y%m%d-%H%M%S")
@@ -175,6 +180,6 @@ def fall_back(model_dir, resume, now=None):
     intact = sorted((s, p) for s, p in _on_disk(model_dir).items() if s <= resume.step)
     # Names relative to the model dir, as Estimator writes them, so that it may move.
     tf.compat.v1.train.update_checkpoint_state(
-        model_dir, os.path.basename(resume.path),
+        model_dir, os.path.basename(cast(str, resume.path)),  # A resume that falls back.
         all_model_checkpoint_paths=[os.path.basename(p) for _, p in intact])
     return aside

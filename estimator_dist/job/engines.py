@@ -14,23 +14,31 @@ write no model dir: they exist to compare. Strategies: those of ``strategy_table
 in one process (``default``, ``mirrored``), through the run's ``plan.Plan`` as for the
 Estimator.
 """
+from __future__ import annotations
+
 import dataclasses
 import time
+from typing import TYPE_CHECKING, Any
 
 from estimator_dist import models
 from estimator_dist.conversion import keras_conversion
 from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import UsageError
 
+if TYPE_CHECKING:
+    import argparse
+    import tensorflow as tf
+    from estimator_dist.job.settings import RunSettings
+
 ENGINES = ("estimator", "keras", "loop")
 
 
-def _one_process(kind):
+def _one_process(kind: strategy_table.StrategyKind) -> bool:
     """Whether the engines run under ``kind``: a tf.distribute strategy of one process."""
     return not kind.cluster and not kind.tpu
 
 
-def add_engine_flag(parser):
+def add_engine_flag(parser: argparse.ArgumentParser) -> None:
     """Adds ``--engine`` to the train parser."""
     parser.add_argument("--engine", choices=ENGINES, default="estimator",
                         help="train with the Estimator (default), Keras fit, or a custom "
@@ -38,7 +46,7 @@ def add_engine_flag(parser):
                              "built-in data and print the same metrics (see docs/migration.md)")
 
 
-def check_settings(settings, engine):
+def check_settings(settings: RunSettings, engine: str) -> None:
     """Refuses the settings the TF2 engines do not express, each by name."""
     if not _one_process(settings.kind):
         names = strategy_table.names_where(_one_process)
@@ -64,19 +72,20 @@ def check_settings(settings, engine):
                              f"engine {engine!r}. Received: {name}={settings.params[name]!r}")
 
 
-def _strategy(settings):
+def _strategy(settings: RunSettings) -> tf.distribute.Strategy:
     """The strategy of the run's plan, as the Estimator path resolves it (one process)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
-    from estimator_dist import plan as plan_lib  # pylint: disable=import-outside-toplevel
+    from estimator_dist import plan as plan_lib  # Late: loads TensorFlow.
 
     plan = plan_lib.resolve(settings.kind, num_replicas=settings.num_replicas)
     return plan.config.train_distribute or tf.distribute.get_strategy()
 
 
-def _keras_engine(model, train, evaluation, *, steps, batch_size, eval_steps):
+def _keras_engine(model: Any, train: Any, evaluation: Any, *, steps: int, batch_size: int,
+                  eval_steps: int) -> tuple[dict[str, float], float]:
     """Trains with ``fit``; returns (eval metrics, training seconds)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     del batch_size  # fit reads the batches as the dataset makes them.
     marks = []
@@ -88,20 +97,21 @@ def _keras_engine(model, train, evaluation, *, steps, batch_size, eval_steps):
     return {"accuracy": accuracy, "loss": loss}, seconds
 
 
-def _loop_engine(model, train, evaluation, *, steps, batch_size, eval_steps):
+def _loop_engine(model: Any, train: Any, evaluation: Any, *, steps: int, batch_size: int,
+                 eval_steps: int) -> tuple[dict[str, float], float]:
     """Trains with a custom loop: ``strategy.run`` per step, ``strategy.reduce`` of sums."""
     del eval_steps  # The loop reads the eval set to its end.
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     strategy, total = model.distribute_strategy, tf.distribute.ReduceOp.SUM
 
-    def losses(x, y):
+    def losses(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         logits = model(x, training=True)
         return tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True), logits
 
     @tf.function
-    def train_step(iterator):
-        def step(x, y):
+    def train_step(iterator: Any) -> tf.Tensor:
+        def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
             with tf.GradientTape() as tape:
                 per_example, _ = losses(x, y)
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=batch_size)
@@ -112,8 +122,8 @@ def _loop_engine(model, train, evaluation, *, steps, batch_size, eval_steps):
         return strategy.reduce(total, strategy.run(step, args=next(iterator)), axis=None)
 
     @tf.function
-    def eval_step(batch):
-        def step(x, y):
+    def eval_step(batch: Any) -> list[tf.Tensor]:
+        def step(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
             per_example, logits = losses(x, y)
             correct = tf.equal(tf.argmax(logits, -1), tf.cast(y, tf.int64))
             return (tf.reduce_sum(per_example), tf.reduce_sum(tf.cast(correct, tf.float32)),
@@ -143,26 +153,26 @@ class EngineResult:
 
     engine: str
     replicas: int
-    metrics: dict  # accuracy and loss over the eval set.
+    metrics: dict[str, float]  # accuracy and loss over the eval set.
     steps: int
     batch_size: int  # Global.
     seconds: float  # Training from the end of the first step (which traces) to the last.
 
     @property
-    def examples_per_second(self):
+    def examples_per_second(self) -> float:
         return (self.steps - 1) * self.batch_size / self.seconds if self.seconds else 0.0
 
 
-def run(settings, engine):
+def run(settings: RunSettings, engine: str) -> EngineResult:
     """Trains the built-in model on the TF2 ``engine`` ("keras" or "loop"); evaluates it.
 
     Raises:
       UsageError: settings the engine does not express (``check_settings``).
     """
     check_settings(settings, engine)
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
-    from input_fns import from_arrays  # pylint: disable=import-outside-toplevel
+    from input_fns import from_arrays  # Late: loads TensorFlow.
 
     strategy = _strategy(settings)
     builtin, settings = models.model_of(settings.model), settings.with_model_defaults()

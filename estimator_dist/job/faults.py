@@ -1,12 +1,18 @@
 """Failures turned into one-line user errors: a model dir a symlink spoils, a loss that
 is no longer finite, and what fails during training that is the data's (a bad record
 past the checked sample) or the disk's (full; the partial writes are removed)."""
+from __future__ import annotations
+
 import errno
 import os
 import re
 import shutil
+from typing import TYPE_CHECKING
 
 from estimator_dist.errors import EnvironmentFault, UsageError, os_fault
+
+if TYPE_CHECKING:
+    from estimator_dist.job.settings import RunSettings
 
 _DATA_FAULTS = ("bad CSV record at ", "corrupt or truncated TFRecord file ", "Name: ")
 _DISK_FULL = "No space left on device"
@@ -17,7 +23,7 @@ _PARTIAL_FILE = re.compile(r".*(\.tmp[0-9a-f]{32}|\.tempstate\d+)$")
 _PARTIAL_DIR = re.compile(r".*_temp$|^temp-\d+$")
 
 
-def path_fault(path):
+def path_fault(path: str) -> str | None:
     """Why ``path`` (or a directory above it) cannot be a directory, when a symlink is the
     cause, in words; else None. ``makedirs`` reports a symlink loop as "File exists"."""
     while path and path != os.path.dirname(path):
@@ -31,7 +37,7 @@ def path_fault(path):
     return None
 
 
-def nan_error(step, settings):
+def nan_error(step: int | None, settings: RunSettings) -> UsageError:
     data = (" or check the data past the first records checked for NaN or Inf"
             if settings.train_data else "")
     return UsageError(
@@ -40,7 +46,7 @@ def nan_error(step, settings):
         f"{data}). Received: loss=nan")
 
 
-def remove_partial_writes(model_dir):
+def remove_partial_writes(model_dir: str) -> None:
     """Removes the files of writes that failed part-way under ``model_dir``; whole
     checkpoints, events and exports stay."""
     for root, dirs, files in os.walk(model_dir):
@@ -52,7 +58,7 @@ def remove_partial_writes(model_dir):
                 os.remove(os.path.join(root, name))
 
 
-def runtime_fault(error, settings):
+def runtime_fault(error: BaseException, settings: RunSettings) -> Exception | None:
     """A one-line error for a failure during training that is the data's or the disk's,
     else None."""
     if isinstance(error, OSError):

@@ -1,7 +1,10 @@
 """Training and evaluation of one task: under a cluster strategy TensorFlow's
 ``train_and_evaluate``; otherwise ``train`` to each checkpoint step and the end, with an
 evaluation after each. The hooks and checkpoint saver of every ``train`` call."""
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import tensorflow as tf
 
@@ -9,14 +12,19 @@ from estimator_dist import checkpoint_step
 from estimator_dist.hooks.preemption import PreemptionHook
 from estimator_dist.job import checkpoint_saver, events, progress as progress_lib
 
+if TYPE_CHECKING:
+    from estimator_dist.job.data import Data
+    from estimator_dist.job.settings import RunSettings
+    from estimator_dist.plan import Plan
+
 _EVAL_THROTTLE_SECONDS = 1
 
 
-def _to_python(metrics):
+def _to_python(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v.item() if hasattr(v, "item") else v for k, v in metrics.items()}
 
 
-def newest_step(model_dir):
+def newest_step(model_dir: str) -> int:
     """The newest checkpoint's step in ``model_dir`` (0 without one)."""
     step = checkpoint_step.newest_step(model_dir)
     if step is None:  # A bucket path, or a state file only TensorFlow reads.
@@ -24,21 +32,23 @@ def newest_step(model_dir):
     return step
 
 
-def _eval_stops(start, max_steps, every):
+def _eval_stops(start: int, max_steps: int, every: int | None) -> list[int]:
     """The global steps to pause training at and evaluate: each checkpoint, and the end."""
     if not every:
         return [max_steps]
     return list(range((start // every + 1) * every, max_steps, every)) + [max_steps]
 
 
-def _final_eval(model_dir, max_steps):
+def _final_eval(model_dir: str, max_steps: int) -> dict[str, float]:
     """The eval metrics at ``max_steps`` written by the cluster's evaluator, or {} while
     the evaluator has not reached it (its own summary reports them then)."""
     metrics = events.last_values(os.path.join(model_dir, "eval"))
     return metrics if metrics.get("global_step", 0) >= max_steps else {}
 
 
-def train(estimator, settings, strategy, data, progress, on_stopped):
+def train(estimator: tf.estimator.Estimator, settings: RunSettings, strategy: Plan, data: Data,
+          progress: progress_lib.ProgressHook,
+          on_stopped: Callable[..., Any] | None) -> dict[str, Any]:
     """Trains and evaluates; returns the last metrics this process saw."""
     train_fn, eval_fn = data.train_fn, data.eval_fn
     # The strategy's hooks first: under collectives a re-created session ends the run with
@@ -63,7 +73,8 @@ def train(estimator, settings, strategy, data, progress, on_stopped):
     return metrics
 
 
-def _settling(strategy, model_dir, train_hooks, on_stopped):
+def _settling(strategy: Plan, model_dir: str, train_hooks: list[Any],
+              on_stopped: Callable[..., Any] | None) -> list[progress_lib.SettleOnStopHook]:
     """The hook, last of a ``train`` call's, that tells ``on_stopped`` of a stop on a
     signal (``progress_lib.SettleOnStopHook``), in a list; none without ``on_stopped``."""
     preemption = next((h for h in train_hooks if isinstance(h, PreemptionHook)), None)
@@ -73,7 +84,8 @@ def _settling(strategy, model_dir, train_hooks, on_stopped):
     return [progress_lib.SettleOnStopHook(preemption, on_stopped, checkpoint_step=step)]
 
 
-def _saving(estimator, strategy, train_hooks, last_hooks):
+def _saving(estimator: tf.estimator.Estimator, strategy: Plan, train_hooks: list[Any],
+            last_hooks: list[Any]) -> dict[str, list[Any]]:
     """The hooks and saving listeners of one ``train`` call.
 
     Its checkpoint saver leaves the graph out of the events file, which gets it once, when

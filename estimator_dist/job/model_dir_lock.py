@@ -21,6 +21,8 @@ A lock is stale, and taken over without asking, when its holder cannot be runnin
 A process killed with SIGKILL leaves its lock behind; the next run takes it over by one
 of these rules. Reading a model dir (``migrate``, ``report``) needs no lock.
 """
+from __future__ import annotations
+
 import dataclasses
 import datetime
 import errno
@@ -48,15 +50,15 @@ class Holder:
     started: str  # ISO 8601, UTC.
     token: str  # Tells this lock from a later one of the same host and pid.
 
-    def describe(self):
+    def describe(self) -> str:
         return f"pid {self.pid} on host {self.host!r}, running since {self.started}"
 
 
-def path(model_dir):
+def path(model_dir: str) -> str:
     return os.path.join(model_dir, FILENAME)
 
 
-def _read(lock_path):
+def _read(lock_path: str) -> tuple[Holder | None, float] | None:
     """(Holder or None when the text does not parse, mtime); None when there is no lock."""
     try:
         with open(lock_path, "rb") as file:
@@ -73,7 +75,7 @@ def _read(lock_path):
     return holder, mtime
 
 
-def _process_gone(pid):
+def _process_gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -83,7 +85,7 @@ def _process_gone(pid):
     return False
 
 
-def _stale(holder, mtime, now=None):
+def _stale(holder: Holder | None, mtime: float, now: float | None = None) -> bool:
     """Whether the lock's holder cannot be running (see the module docstring)."""
     if (now or time.time()) - mtime > STALE_SECONDS:
         return True
@@ -91,7 +93,7 @@ def _stale(holder, mtime, now=None):
             and holder.pid != os.getpid() and _process_gone(holder.pid))
 
 
-def refusal(model_dir, holder):
+def refusal(model_dir: str, holder: Holder | None) -> UsageError:
     """The one-line error for a model dir held by a live run."""
     who = holder.describe() if holder is not None else "a run whose lock does not parse"
     return UsageError(
@@ -101,7 +103,7 @@ def refusal(model_dir, holder):
         f"Received: model_dir={model_dir!r} held by {who} ({path(model_dir)})")
 
 
-def check_free(model_dir):
+def check_free(model_dir: str) -> None:
     """Raises ``refusal`` when a live run holds ``model_dir``; reads only."""
     try:
         found = _read(path(model_dir))
@@ -111,7 +113,7 @@ def check_free(model_dir):
         raise refusal(model_dir, found[0])
 
 
-def _create(lock_path, text):
+def _create(lock_path: str, text: str) -> bool:
     """Puts ``text`` at ``lock_path`` whole; False when a lock is there already."""
     staged = f"{lock_path}.{uuid.uuid4().hex}.tmp"
     with open(staged, "x", encoding="utf-8") as file:
@@ -129,7 +131,7 @@ def _create(lock_path, text):
         os.remove(staged)
 
 
-def _create_exclusive(lock_path, text):
+def _create_exclusive(lock_path: str, text: str) -> bool:
     try:
         descriptor = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
@@ -139,7 +141,7 @@ def _create_exclusive(lock_path, text):
     return True
 
 
-def _take_over(lock_path, judged):
+def _take_over(lock_path: str, judged: tuple[Holder | None, float]) -> bool:
     """Moves the stale lock ``judged`` (as ``_read`` returned it) aside; a lock another
     run put there since is put back. Returns whether the stale one went."""
     aside = f"{lock_path}.stale-{uuid.uuid4().hex}"
@@ -163,7 +165,7 @@ class Held:
     """A lock this process holds; ``release`` (idempotent) stops the heartbeat and removes
     the lock if it is still this one."""
 
-    def __init__(self, model_dir, holder):
+    def __init__(self, model_dir: str, holder: Holder) -> None:
         self.path = path(model_dir)
         self.holder = holder
         self._stop = threading.Event()
@@ -171,14 +173,14 @@ class Held:
                                            daemon=True)
         self._heartbeat.start()
 
-    def _beat(self):
+    def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_SECONDS):
             try:
                 os.utime(self.path)
             except OSError:
                 return  # Removed under the run (or the disk went): nothing to refresh.
 
-    def release(self):
+    def release(self) -> None:
         if self._stop.is_set():
             return
         self._stop.set()
@@ -187,14 +189,14 @@ class Held:
         if found is not None and found[0] == self.holder:
             os.remove(self.path)
 
-    def __enter__(self):
+    def __enter__(self) -> Held:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
 
-def hold(model_dir, attempts=3):
+def hold(model_dir: str, attempts: int = 3) -> Held:
     """Takes the lock of the existing ``model_dir``; returns a ``Held``.
 
     Raises:

@@ -3,9 +3,12 @@ params, batch size, steps), the strategy's plan, the model dir's lock and run re
 the checkpoint a resume restores, the model's size and params, and the data.
 
 A refused run leaves an existing model dir as it was."""
+from __future__ import annotations
+
 import dataclasses
 import datetime
 import os
+from typing import TYPE_CHECKING, Any, Mapping
 
 from estimator_dist import models, plan as plan_lib, run_record
 from estimator_dist.distribute import strategy_table
@@ -14,22 +17,25 @@ from estimator_dist.job import (checkpoints, data as data_lib, model_dir_lock, m
                                 progress as progress_lib, scratch_graph)
 from estimator_dist.job.settings import RunSettings
 
+if TYPE_CHECKING:
+    from estimator_dist.distribute.cluster import TFConfig
+
 _SUMMARY_POINTS = 50
 # Training steps per Session.run when the flag is not given (see docs/benchmarks.md).
 DEFAULT_STEPS_PER_RUN = 20
 
 
-def default_model_dir(model, now=None):
+def default_model_dir(model: str, now: datetime.datetime | None = None) -> str:
     stamp = (now or datetime.datetime.now()).strftime("%Y%m%d-%H%M%S")
     return os.path.join("runs", f"{model}-{stamp}")
 
 
-def _summary_steps(max_steps):
+def _summary_steps(max_steps: int) -> int:
     """Steps between summaries: about ``_SUMMARY_POINTS`` per run, at most 100 apart."""
     return max(1, min(100, max_steps // _SUMMARY_POINTS))
 
 
-def _steps_per_run(settings, kind):
+def _steps_per_run(settings: RunSettings, kind: strategy_table.StrategyKind) -> int | None:
     """The flag's value; else, where the loop is supported, ``DEFAULT_STEPS_PER_RUN`` or
     the steps between two progress lines if fewer; else None (TPU: the config's
     ``iterations_per_loop``; asynchronous workers: one step)."""
@@ -42,11 +48,12 @@ def _steps_per_run(settings, kind):
     return max(1, min(DEFAULT_STEPS_PER_RUN, settings.max_steps // progress_lib.PLAIN_LINES))
 
 
-def _strategy_plan(settings, kind, task):
+def _strategy_plan(settings: RunSettings, kind: strategy_table.StrategyKind,
+                   task: TFConfig | None) -> plan_lib.Plan:
     """The run's ``plan.Plan`` for ``kind`` (the ``StrategyKind`` of the settings'
     strategy): its RunConfig (which sets up CPU replicas, so this comes before any TF op
     runs), replicas and role."""
-    kwargs = {"tf_random_seed": settings.seed, "log_step_count_steps": 100,
+    kwargs: dict[str, Any] = {"tf_random_seed": settings.seed, "log_step_count_steps": 100,
               "save_summary_steps": _summary_steps(settings.max_steps)}
     if settings.save_checkpoints_steps:
         kwargs["save_checkpoints_steps"] = settings.save_checkpoints_steps
@@ -62,14 +69,14 @@ def _strategy_plan(settings, kind, task):
                             model_dir=settings.model_dir, **kwargs)
 
 
-def _check_export_dir(settings):
+def _check_export_dir(settings: RunSettings) -> None:
     """An ``export_dir`` must be a directory that exists or can be made, checked before
     training (the default, MODEL_DIR/export, goes with the model dir's own check)."""
     if settings.export and settings.export_dir:
         check_writable_path("export_dir", settings.export_dir, is_dir=True)
 
 
-def _check_no_stray_cluster(settings, kind):
+def _check_no_stray_cluster(settings: RunSettings, kind: strategy_table.StrategyKind) -> None:
     """A TF_CONFIG makes Estimator treat even a one-process run as a cluster task."""
     if not (kind.cluster or kind.tpu) and os.environ.get("TF_CONFIG"):
         raise UsageError(
@@ -78,7 +85,7 @@ def _check_no_stray_cluster(settings, kind):
             f"strategy={settings.strategy!r} with TF_CONFIG set")
 
 
-def _resume_point(settings, task):
+def _resume_point(settings: RunSettings, task: TFConfig | None) -> checkpoints.Resume:
     """The checkpoint a resume restores; a fallback past damage runs in one process only
     (the advice names --max-steps 1 at step 0, as --max-steps 0 is refused).
 
@@ -101,14 +108,15 @@ def _resume_point(settings, task):
 class Run:
     """A run whose settings, params, model dir and strategy all passed their checks."""
 
-    model: object  # A BuiltinModel.
+    model: models.BuiltinModel
     settings: RunSettings  # Resolved: model_dir, params, batch_size and max_steps set.
     strategy: plan_lib.Plan
     data: data_lib.Data
     resume: checkpoints.Resume
 
 
-def prepare(settings, record, *, check_lock=False):
+def prepare(settings: RunSettings, record: Mapping[str, Any] | None, *,
+            check_lock: bool = False) -> Run:
     """Resolves and checks ``settings``; reads the model dir but writes nothing.
 
     ``check_lock``: refuse a model dir that a live run holds (``model_dir_lock``), first,

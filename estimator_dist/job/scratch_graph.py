@@ -2,15 +2,23 @@
 model_fn refuses, and data whose ``x`` would give variables other shapes than the
 checkpoint a resume restores (Estimator would fail on restore, after writing the model
 dir)."""
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from estimator_dist.errors import UsageError
 
+if TYPE_CHECKING:
+    from estimator_dist.job.settings import RunSettings
+    from estimator_dist.models import BuiltinModel
 
-def _variable_shapes(model, params, features, labels):
+
+def _variable_shapes(model: BuiltinModel, params: Mapping[str, Any], features: Mapping[str, Any],
+                     labels: Any) -> dict[str, list[int]]:
     """Builds ``model``'s TRAIN graph in a scratch graph; returns variable name -> shape."""
     with tf.Graph().as_default():
         tf.compat.v1.train.create_global_step()
@@ -19,7 +27,7 @@ def _variable_shapes(model, params, features, labels):
         return {v.op.name: v.shape.as_list() for v in tf.compat.v1.global_variables()}
 
 
-def check_params(model, params):
+def check_params(model: BuiltinModel, params: Mapping[str, Any]) -> None:
     """Builds ``model`` once in a scratch graph, so that params its model_fn refuses fail
     before the model dir is touched.
 
@@ -35,7 +43,8 @@ def check_params(model, params):
                          f"{error}") from None
 
 
-def check_fits_checkpoint(model, settings, x_shape, checkpoint):
+def check_fits_checkpoint(model: BuiltinModel, settings: RunSettings, x_shape: Sequence[int],
+                          checkpoint: str) -> None:
     """Refuses data whose ``x`` would build variables of other shapes than ``checkpoint``'s
     (Estimator would fail on restore, after the model dir was written)."""
     built = _variable_shapes(model, settings.params, {"x": np.zeros([1, *x_shape], np.float32)},

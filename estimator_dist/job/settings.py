@@ -6,9 +6,12 @@ default, the rule its value must follow, its upper bound, and how ``run.json`` k
 in the model dir -> default. Every field can live in a JSON or YAML config file; unknown
 keys are refused by name with the nearest valid key.
 """
+from __future__ import annotations
+
 import dataclasses
 import functools
 import math
+from typing import Any, Callable, Mapping, Sequence
 
 from estimator_dist import models, precision, run_record
 from estimator_dist.distribute import strategy_table
@@ -23,17 +26,17 @@ MAX_CHECKPOINTS = 10_000  # max_steps / save_checkpoints_steps: one evaluation e
 _DAY_SECONDS = 86_400
 
 
-def _check_optional_str(name, value):
+def _check_optional_str(name: str, value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not value):
         raise UsageError(f"{name} must be a non-empty string. Received: {name}={value!r}")
 
 
-def _check_bool(name, value):
+def _check_bool(name: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise UsageError(f"{name} must be true or false. Received: {name}={value!r}")
 
 
-def _check_paths(name, value):
+def _check_paths(name: str, value: Any) -> None:
     if value is None:
         return
     if (not isinstance(value, list) or not value
@@ -48,8 +51,10 @@ _POSITIVE_INT = functools.partial(check_positive_int, allow_none=True)
 _RULES = (_POSITIVE_INT, _check_optional_str, _check_bool, _check_paths)
 
 
-def _setting(default=None, *, rule=None, at_most=None, record=run_record.LOCAL,
-             default_factory=None, only_if=None):
+def _setting(default: Any = None, *, rule: Callable[[str, Any], Any] | None = None,
+             at_most: int | None = None, record: str = run_record.LOCAL,
+             default_factory: Callable[[], Any] | None = None,
+             only_if: tuple[str, Any, Callable[[RunSettings], bool]] | None = None) -> Any:
     """A ``RunSettings`` field with its schema in the field's metadata.
 
     ``rule``: one of ``_RULES``; ``at_most``: its upper bound; ``record``: how run.json
@@ -67,43 +72,46 @@ def _setting(default=None, *, rule=None, at_most=None, record=run_record.LOCAL,
 class RunSettings:
     """Everything one ``python -m estimator_dist.train`` run needs."""
 
+    # max_steps, batch_size and model_dir are typed as the job reads them: set, once
+    # with_model_defaults has filled them in (None before, for the model's own).
     model: str = _setting("dense", record=run_record.IDENTITY)
     # Overrides of the model's params.
-    params: dict = _setting(default_factory=dict, record=run_record.IDENTITY)
+    params: dict[str, Any] = _setting(default_factory=dict, record=run_record.IDENTITY)
     strategy: str = _setting("default")
-    num_replicas: int = _setting(rule=_POSITIVE_INT, at_most=MAX_REPLICAS)
+    num_replicas: int | None = _setting(rule=_POSITIVE_INT, at_most=MAX_REPLICAS)
     # None: the model's default.
     max_steps: int = _setting(rule=_POSITIVE_INT, at_most=MAX_STEPS, record=run_record.CARRIED)
     # None: the model's default; always the global batch.
     batch_size: int = _setting(rule=_POSITIVE_INT, at_most=2**20, record=run_record.CARRIED)
     # CSV/TFRecord paths or globs; None: the built-in data.
-    train_data: list = _setting(rule=_check_paths, record=run_record.CARRIED)
+    train_data: list[str] | None = _setting(rule=_check_paths, record=run_record.CARRIED)
     # None: train_data's files (or the built-in eval data).
-    eval_data: list = _setting(rule=_check_paths, record=run_record.CARRIED)
+    eval_data: list[str] | None = _setting(rule=_check_paths, record=run_record.CARRIED)
     # None: a new directory under ./runs.
     model_dir: str = _setting(rule=_check_optional_str, record=run_record.NOT_RECORDED)
     # None: at the end and every 10 minutes.
-    save_checkpoints_steps: int = _setting(rule=_POSITIVE_INT, at_most=MAX_STEPS,
-                                           record=run_record.CARRIED)
+    save_checkpoints_steps: int | None = _setting(rule=_POSITIVE_INT, at_most=MAX_STEPS,
+                                                  record=run_record.CARRIED)
     seed: int = _setting(42, at_most=2**31 - 1, record=run_record.CARRIED)
     # None: the whole eval set.
-    eval_steps: int = _setting(rule=_POSITIVE_INT, at_most=MAX_STEPS, record=run_record.CARRIED)
-    tpu_name: str = _setting(rule=_check_optional_str,
-                             only_if=("strategy", "tpu", lambda settings: settings.kind.tpu))
+    eval_steps: int | None = _setting(rule=_POSITIVE_INT, at_most=MAX_STEPS,
+                                      record=run_record.CARRIED)
+    tpu_name: str | None = _setting(rule=_check_optional_str,
+                                    only_if=("strategy", "tpu", lambda settings: settings.kind.tpu))
     tpu_validate: bool = _setting(False, rule=_check_bool)
-    collective_timeout: int = _setting(rule=_POSITIVE_INT, at_most=_DAY_SECONDS)
+    collective_timeout: int | None = _setting(rule=_POSITIVE_INT, at_most=_DAY_SECONDS)
     # None: rendezvous.DEFAULT_TIMEOUT_SECONDS.
-    rendezvous_timeout: int = _setting(rule=_POSITIVE_INT, at_most=_DAY_SECONDS)
+    rendezvous_timeout: int | None = _setting(rule=_POSITIVE_INT, at_most=_DAY_SECONDS)
     # None: DEFAULT_STEPS_PER_RUN where it applies, else 1.
-    steps_per_run: int = _setting(rule=_POSITIVE_INT, at_most=10_000)
-    mixed_precision: str = _setting()  # None: float32; "bfloat16" or "float16".
+    steps_per_run: int | None = _setting(rule=_POSITIVE_INT, at_most=10_000)
+    mixed_precision: str | None = _setting()  # None: float32; "bfloat16" or "float16".
     export: bool = _setting(True, rule=_check_bool, record=run_record.CARRIED)
     # None: MODEL_DIR/export.
-    export_dir: str = _setting(rule=_check_optional_str, record=run_record.CARRIED,
-                               only_if=("export", True, lambda settings: settings.export))
+    export_dir: str | None = _setting(rule=_check_optional_str, record=run_record.CARRIED,
+                                      only_if=("export", True, lambda settings: settings.export))
     verbose: bool = _setting(False, rule=_check_bool, record=run_record.NOT_RECORDED)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         models.model_of(self.model)
         _check_choice("strategy", self.strategy, strategy_table.NAMES)
         precision.check_mixed_precision(self.mixed_precision)
@@ -127,11 +135,11 @@ class RunSettings:
         _check_finite_params(self.params)
 
     @functools.cached_property
-    def kind(self):
+    def kind(self) -> strategy_table.StrategyKind:
         """The ``strategy_table.StrategyKind`` of ``strategy``, looked up once per settings."""
         return strategy_table.kind_of(self.strategy)
 
-    def with_model_defaults(self, **changes):
+    def with_model_defaults(self, **changes: Any) -> RunSettings:
         """A copy with ``changes`` applied and the built-in model's own params, batch size
         and max steps where these settings leave them unset."""
         model = models.model_of(self.model)
@@ -139,21 +147,21 @@ class RunSettings:
                                "batch_size": self.batch_size or model.batch_size,
                                "max_steps": self.max_steps or model.max_steps, **changes})
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> RunSettings:
         """A copy with ``changes`` applied (and checked)."""
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values, source="config"):
+    def from_dict(cls, values: Any, source: str = "config") -> RunSettings:
         """Builds settings from a mapping; unknown keys are refused by name."""
         check_keys(values, source)
         return cls(**values)
 
 
-def check_keys(values, source):
+def check_keys(values: Any, source: str) -> None:
     """Raises unless ``values`` is a mapping whose keys are all ``RunSettings`` fields."""
     if not isinstance(values, dict):
         raise UsageError(f"{source} must be a mapping of settings. "
@@ -166,9 +174,9 @@ def check_keys(values, source):
                              f"Received: unknown key {key!r}")
 
 
-def merge(*layers):
+def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
     """Merges mappings of settings, later layers winning; ``params`` merge key by key."""
-    merged = {}
+    merged: dict[str, Any] = {}
     for layer in layers:
         for key, value in layer.items():
             if key == "params" and isinstance(value, dict):
@@ -178,7 +186,7 @@ def merge(*layers):
     return merged
 
 
-def _check_mode_settings(settings):
+def _check_mode_settings(settings: RunSettings) -> None:
     """Refuses a setting that does nothing in the chosen mode, rather than ignoring it."""
     for field in dataclasses.fields(settings):
         if field.metadata["only_if"] is None or getattr(settings, field.name) is None:
@@ -190,12 +198,12 @@ def _check_mode_settings(settings):
                              f"{mode}={getattr(settings, mode)!r}")
 
 
-def _check_at_most(name, value, limit):
+def _check_at_most(name: str, value: int | None, limit: int) -> None:
     if value is not None and value > limit:
         raise UsageError(f"{name} must be at most {limit:,}. Received: {name}={value}")
 
 
-def _check_bounds(settings):
+def _check_bounds(settings: RunSettings) -> None:
     for name, limit in MAXIMA.items():
         _check_at_most(name, getattr(settings, name), limit)
     every = settings.save_checkpoints_steps
@@ -207,7 +215,7 @@ def _check_bounds(settings):
             f"Received: save_checkpoints_steps={every}")
 
 
-def _check_finite_params(params):
+def _check_finite_params(params: Any) -> None:
     """Model params that are numbers must be finite (JSON lets NaN and Infinity through)."""
     if not isinstance(params, dict):
         return
@@ -218,7 +226,7 @@ def _check_finite_params(params):
                              f"Received: params.{name}={value!r}")
 
 
-def _check_choice(name, value, choices):
+def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
     if value not in choices:
         raise UsageError(f"{name} must be one of {', '.join(choices)}. Received: {name}={value!r}")
 

@@ -20,14 +20,20 @@ in, and a daemon thread reads it. Then:
 Both ends go through ``process_exit.end``, from the watcher thread. The train command
 enters ``bounded``; a program that embeds the library enters it only if it wants it.
 """
+from __future__ import annotations
+
 import contextlib
 import os
 import signal
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from estimator_dist import checkpoint_step, process_exit
+
+if TYPE_CHECKING:
+    from estimator_dist.distribute.cluster import TFConfig
 
 # Kubernetes' default grace period is 30 s; a task ends within 20 s of the signal.
 BOUND_SECONDS = 15
@@ -50,34 +56,36 @@ class Deadline:
       stopped, has_saved: the callables given to ``settle``.
     """
 
-    def __init__(self):
-        self.saved = None
+    def __init__(self) -> None:
+        self.saved: Callable[[], str | None] | None = None
         self._settled = threading.Event()
+        self.stopped: Any  # ``stopped()`` once settled.
+        self.has_saved: Callable[[], bool] | None
         self.stopped = self.has_saved = None
 
-    def settle(self, stopped, saved=None):
+    def settle(self, stopped: Callable[[], str], saved: Callable[[], bool] | None = None) -> None:
         """The task stopped on the signal: ``stopped()`` gives the words of its stop (e.g.
         ``str(Preempted)``), and ``saved()`` (None: nothing to save) tells once it has
         saved what it owns. From then on what remains is TensorFlow's close."""
         self.stopped, self.has_saved = stopped, saved
         self._settled.set()
 
-    def wait_settled(self, seconds):
+    def wait_settled(self, seconds: float) -> bool:
         """Whether the task settled within ``seconds``."""
         return self._settled.wait(seconds)
 
-    def describe_saved(self):
+    def describe_saved(self) -> str | None:
         """The words of ``saved``; None without them, or when they cannot be had."""
         try:
             return self.saved() if self.saved else None
-        except Exception:  # pylint: disable=broad-except
+        except Exception:  # Whatever the caller's function raises.
             return None  # The line must still be printed, and the process ended.
 
 
-def newest_checkpoint(model_dir):
+def newest_checkpoint(model_dir: str) -> Callable[[], str]:
     """A callable for ``Deadline.saved``: the step of ``model_dir``'s newest checkpoint,
     read from TensorFlow's ``checkpoint`` file at the moment it is called."""
-    def words():
+    def words() -> str:
         step = checkpoint_step.newest_step(model_dir)
         if step is None:  # A bucket, or a file this process cannot read.
             return f"the checkpoints saved are in {model_dir}"
@@ -87,12 +95,12 @@ def newest_checkpoint(model_dir):
     return words
 
 
-def _keep_serving(signum, frame):
+def _keep_serving(signum: int, frame: Any) -> None:
     """A parameter server's Python handler: the watcher thread acts on the signal."""
     del signum, frame  # Unused.
 
 
-def _answers(address):
+def _answers(address: str) -> bool:
     host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=_PROBE_SECONDS):
@@ -101,7 +109,7 @@ def _answers(address):
         return False
 
 
-def training_tasks_answer(tf_config):
+def training_tasks_answer(tf_config: TFConfig) -> Callable[[], bool]:
     """A ``linger_while`` for a parameter server: whether the chief or a worker of
     ``tf_config`` (a ``cluster.TFConfig``) still answers on its port."""
     addresses = [address for task_type in ("chief", "master", "worker")
@@ -109,14 +117,15 @@ def training_tasks_answer(tf_config):
     return lambda: any(_answers(address) for address in addresses)
 
 
-def _end(prog, signum, started, what, why):
+def _end(prog: str, signum: int, started: float, what: str, why: str) -> None:
     """Ends the process (``process_exit.end``: the main thread may be blocked inside
     TensorFlow, where no exception reaches it)."""
     process_exit.end(128 + signum, f"{prog}: {signal.Signals(signum).name}: {what} "
                                    f"{time.monotonic() - started:.0f} s after the signal ({why})")
 
 
-def _bound_stop(prog, signum, started, bound, left, deadline):
+def _bound_stop(prog: str, signum: int, started: float, bound: float, left: threading.Event,
+                deadline: Deadline) -> None:
     """Waits for the context to be ``left``: at most ``bound`` seconds after the signal,
     and ``SETTLED_SECONDS`` once the task has settled (stopped and saved)."""
     while not left.is_set():
@@ -136,15 +145,15 @@ def _bound_stop(prog, signum, started, bound, left, deadline):
             return
 
 
-def _saved(deadline):
+def _saved(deadline: Deadline) -> bool:
     """Whether a settled task has saved what it owns (False when that cannot be read)."""
     try:
         return deadline.has_saved is None or deadline.has_saved()
-    except Exception:  # pylint: disable=broad-except
+    except Exception:  # Whatever the caller's function raises.
         return False  # The bound still ends it.
 
 
-def _wait_for_signal(read_fd):
+def _wait_for_signal(read_fd: int) -> int | None:
     """The first SIGTERM or SIGINT written to ``read_fd``; None once it is closed."""
     while True:
         data = os.read(read_fd, 64)
@@ -155,7 +164,8 @@ def _wait_for_signal(read_fd):
             return received[0]
 
 
-def _watch(read_fd, prog, bound, linger_while, left, deadline):
+def _watch(read_fd: int, prog: str, bound: float, linger_while: Callable[[], bool] | None,
+           left: threading.Event, deadline: Deadline) -> None:
     """Ends the process ``bound`` seconds after the first signal (a parameter server: once
     ``linger_while()`` fails), unless the context is ``left`` first. The read end stays
     open after a signal: a handler may raise the signal again (``PreemptionHook`` does,
@@ -177,7 +187,8 @@ def _watch(read_fd, prog, bound, linger_while, left, deadline):
 
 
 @contextlib.contextmanager
-def bounded(prog, *, bound=BOUND_SECONDS, linger_while=None):
+def bounded(prog: str, *, bound: float = BOUND_SECONDS,
+            linger_while: Callable[[], bool] | None = None) -> Iterator[Deadline]:
     """Within this context (entered in the main thread) the process ends within ``bound``
     seconds of SIGTERM or SIGINT. With ``linger_while`` (a parameter server) both signals
     get a handler that does nothing, and the process serves while ``linger_while()``

@@ -5,12 +5,15 @@ before the model dir is written to, so a refused run leaves an existing model di
 was. Then the chief records the run, every task trains and evaluates (``loop``), and the
 chief exports; a failure that is the data's or the disk's is one line (``faults``).
 """
+from __future__ import annotations
+
 import dataclasses
 import errno
 import os
 import sys
 import tempfile
 import time
+from typing import IO, TYPE_CHECKING, Any, Callable, Mapping
 
 import tensorflow as tf
 
@@ -20,21 +23,25 @@ from estimator_dist.estimator import make_estimator
 from estimator_dist.job import (checkpoints, faults, loop, model_dir_lock, preparation,
                                 progress as progress_lib)
 
+if TYPE_CHECKING:
+    from estimator_dist.job.settings import RunSettings
+    from estimator_dist.plan import Plan
+
 
 @dataclasses.dataclass(frozen=True)
 class Result:
     """What a finished run reports."""
 
     model_dir: str
-    metrics: dict  # Empty on a worker that neither evaluates nor finds eval events.
-    export_path: str  # None on a worker that does not export, or with export off.
+    metrics: dict[str, Any]  # Empty on a worker that neither evaluates nor finds eval events.
+    export_path: str | None  # None on a worker that does not export, or with export off.
     seconds: float  # Wall time of the whole run.
-    throughput: progress_lib.Throughput  # None when training had no step left to run.
+    throughput: progress_lib.Throughput | None  # None when training had no step left to run.
     max_steps: int
-    task_type: str = None  # The TF_CONFIG task type of a cluster strategy, else None.
+    task_type: str | None = None  # The TF_CONFIG task type of a cluster strategy, else None.
 
 
-def _prepare_model_dir(model_dir):
+def _prepare_model_dir(model_dir: str) -> None:
     """Creates ``model_dir`` if needed and proves it writable, before anything is written."""
     try:
         os.makedirs(model_dir, exist_ok=True)
@@ -48,7 +55,7 @@ def _prepare_model_dir(model_dir):
                          f"({faults.path_fault(model_dir) or error.strerror})") from None
 
 
-def _announce(stream, settings, strategy):
+def _announce(stream: IO[str], settings: RunSettings, strategy: Plan) -> None:
     start = loop.newest_step(settings.model_dir)
     if start >= settings.max_steps:
         print(f"{settings.model} in {settings.model_dir} is already at step {start} of "
@@ -61,7 +68,7 @@ def _announce(stream, settings, strategy):
           file=stream, flush=True)
 
 
-def _record_start(plan):
+def _record_start(plan: preparation.Run) -> None:
     """On the chief, once every check passed: the checkpoint fallback, then run.json."""
     model_dir = plan.settings.model_dir
     try:
@@ -78,7 +85,7 @@ def _record_start(plan):
         raise os_fault("model_dir", error, run_record.path(model_dir)) from None
 
 
-def _hold(model_dir):
+def _hold(model_dir: str) -> model_dir_lock.Held:
     """The model dir's lock (``model_dir_lock.hold``); a failed write is one line."""
     try:
         return model_dir_lock.hold(model_dir)
@@ -86,7 +93,9 @@ def _hold(model_dir):
         raise os_fault("model_dir", error, model_dir_lock.path(model_dir)) from None
 
 
-def run(settings, *, stream=None, record=None, on_stopped=None, hold_model_dir=False):
+def run(settings: RunSettings, *, stream: IO[str] | None = None,
+        record: Mapping[str, Any] | None = None, on_stopped: Callable[..., Any] | None = None,
+        hold_model_dir: bool = False) -> Result:
     """Trains, evaluates and exports one model; returns a ``Result``.
 
     Progress goes to ``stream`` (default: stdout), on the chief only. ``record`` is the
@@ -108,7 +117,8 @@ def run(settings, *, stream=None, record=None, on_stopped=None, hold_model_dir=F
             held.release()
 
 
-def _run_prepared(plan, stream, on_stopped, start):
+def _run_prepared(plan: preparation.Run, stream: IO[str], on_stopped: Callable[..., Any] | None,
+                  start: float) -> Result:
     model, settings, strategy = plan.model, plan.settings, plan.strategy
     chief = strategy.is_chief
     if chief:

@@ -9,14 +9,18 @@ needs no collective. For a moving average (linear in its inputs, starting from t
 value everywhere) the average of the workers' averages, which reading the ``ON_READ``
 variable gives, equals the average of the averaged inputs.
 """
+from __future__ import annotations
+
 import contextlib
+from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
 from estimator_dist.mends import extended
 
 
-def _mean_variables_on_write(next_creator, **kwargs):
+def _mean_variables_on_write(next_creator: Callable[..., tf.Variable],
+                             **kwargs: Any) -> tf.Variable:
     """Creates a per-replica (``ON_READ``) ``MEAN`` variable as a mirrored one."""
     if (kwargs.get("synchronization") == tf.VariableSynchronization.ON_READ
             and kwargs.get("aggregation") == tf.VariableAggregation.MEAN):
@@ -24,15 +28,15 @@ def _mean_variables_on_write(next_creator, **kwargs):
     return next_creator(**kwargs)
 
 
-class _MeanOnWriteScope:
+class _MeanOnWriteScope(extended.Mixin):
     """A strategy whose ``scope()`` creates ``ON_READ`` ``MEAN`` variables ``ON_WRITE``."""
 
     @contextlib.contextmanager
-    def scope(self):
+    def scope(self) -> Iterator[None]:
         with super().scope(), tf.compat.v1.variable_creator_scope(_mean_variables_on_write):
             yield
 
 
-def apply(strategy):
+def apply(strategy: tf.distribute.Strategy) -> None:
     """Makes ``strategy.scope()`` create batch norm's statistics mirrored (idempotent)."""
     extended.mix_into(strategy, _MeanOnWriteScope)

@@ -5,13 +5,17 @@ TF 2.15's ``CommunicationOptions`` has no wire dtype: ``MultiWorkerMirroredStrat
 all-reduces float32 gradients in float32. Cast to bfloat16 they cross the network in half
 the bytes, with about three significant digits kept; the result is float32 again.
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+
 import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
 
 from estimator_dist.mends import extended
 
 
-def _cast_floats(value, from_dtype, to_dtype):
+def _cast_floats(value: Any, from_dtype: tf.DType, to_dtype: tf.DType) -> Any:
     """``value`` (a per-replica or mirrored value, or a tensor) with its ``from_dtype``
     tensors cast to ``to_dtype``."""
     if isinstance(value, values_lib.DistributedValues):
@@ -21,11 +25,13 @@ def _cast_floats(value, from_dtype, to_dtype):
     return value
 
 
-class _Bfloat16ReductionExtended:
+class _Bfloat16ReductionExtended(extended.Mixin):
     """All-reduces float32 values across workers as bfloat16: half the bytes on the wire,
     about three significant digits kept; the result is float32 again."""
 
-    def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
+    def _batch_reduce_to(self, reduce_op: tf.distribute.ReduceOp,
+                         value_destination_pairs: Sequence[tuple[Any, Any]],
+                         options: Any) -> list[Any]:
         pairs = [(_cast_floats(value, tf.float32, tf.bfloat16), destination)
                  for value, destination in value_destination_pairs]
         casts = [_is_float32(value) for value, _ in value_destination_pairs]
@@ -34,11 +40,11 @@ class _Bfloat16ReductionExtended:
                 for r, cast in zip(reduced, casts)]
 
 
-def _is_float32(value):
+def _is_float32(value: Any) -> bool:
     values = value.values if isinstance(value, values_lib.DistributedValues) else (value,)
     return any(isinstance(v, tf.Tensor) and v.dtype == tf.float32 for v in values)
 
 
-def apply(strategy):
+def apply(strategy: tf.distribute.Strategy) -> None:
     """Makes ``strategy`` all-reduce its float32 values as bfloat16."""
     extended.add_mixin(strategy, _Bfloat16ReductionExtended)

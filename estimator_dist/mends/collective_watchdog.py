@@ -12,13 +12,21 @@ the same options object, read in ``collective_all_reduce_strategy.py``), and the
 appends a stall watchdog (``hooks.watchdog.StallWatchdogHook``) to every Estimator
 training spec it builds. Turned off, the collectives keep TensorFlow's timeout.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
 from estimator_dist.mends import extended
 
+if TYPE_CHECKING:
+    import tensorflow as tf
 
-class _StallWatchedExtended:
+
+class _StallWatchedExtended(extended.Mixin):
     """Adds ``self._make_stall_hook(cluster, me)`` to the training spec of each replica."""
 
-    def call_for_each_replica(self, fn, args=(), kwargs=None):
+    def call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+                              kwargs: dict[str, Any] | None = None) -> Any:
         result = super().call_for_each_replica(fn, args, kwargs)
         if self._cluster_spec is None:
             return result
@@ -27,10 +35,11 @@ class _StallWatchedExtended:
         return extended.with_training_hook(result, hook)
 
 
-def apply(strategy, make_hook):
+def apply(strategy: tf.distribute.Strategy,
+          make_hook: Callable[[dict[str, list[str]], str], tf.compat.v1.train.SessionRunHook]
+          ) -> None:
     """Makes ``strategy``'s collectives run without a timeout, and ``strategy`` add
     ``make_hook(cluster, me)`` to every Estimator training spec."""
-    # pylint: disable=protected-access
     strategy.extended._communication_options.timeout_seconds = None
     extended.add_mixin(strategy, _StallWatchedExtended)
     strategy.extended._make_stall_hook = make_hook

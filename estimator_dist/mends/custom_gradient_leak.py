@@ -21,9 +21,11 @@ It is process-wide: it replaces ``_graph_mode_decorator`` in TensorFlow's module
 every graph of the process. ``make_run_config`` installs it (idempotent);
 ``uninstall()`` puts TensorFlow's function back, for graphs built afterwards.
 """
-# pylint: disable=protected-access  (TensorFlow's private decorator and registry are mended)
+from __future__ import annotations
+
 import threading
 import weakref
+from typing import Any, Callable
 
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import custom_gradient
@@ -35,11 +37,11 @@ _FUNCTIONS = "_estimator_dist_custom_gradients"  # the graph's {name: gradient f
 _REGISTRY_LOCK = threading.Lock()
 
 
-def _registry_entries():
+def _registry_entries() -> dict[str, Any]:
     return ops.gradient_registry._registry
 
 
-def _gradient_names(result):
+def _gradient_names(result: Any) -> set[tuple[Any, str]]:
     """The registry names of the gradients the ops of ``result`` were built with."""
     names = set()
     for tensor in nest.flatten(result, expand_composites=True):
@@ -55,21 +57,21 @@ def _gradient_names(result):
     return names
 
 
-def _stand_in(graph_ref, name):
+def _stand_in(graph_ref: Callable[[], Any], name: str) -> Callable[..., Any]:
     """A registry entry that calls the gradient function kept on the graph."""
 
-    def gradient(op, *grads):
+    def gradient(op: Any, *grads: Any) -> Any:
         return getattr(graph_ref(), _FUNCTIONS)[name](op, *grads)
 
     return gradient
 
 
-def _unregister(name):
+def _unregister(name: str) -> None:
     with _REGISTRY_LOCK:
         _registry_entries().pop(name, None)
 
 
-def _move_to_graph(graph, name):
+def _move_to_graph(graph: Any, name: str) -> None:
     """Moves the gradient function registered as ``name`` onto ``graph``."""
     with _REGISTRY_LOCK:
         entry = _registry_entries().get(name)
@@ -83,7 +85,7 @@ def _move_to_graph(graph, name):
         weakref.finalize(graph, _unregister, name)
 
 
-def _graph_mode_decorator(f, args, kwargs):
+def _graph_mode_decorator(f: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     """TensorFlow's ``_graph_mode_decorator``, its gradient function kept on the graph."""
     result = _TF_GRAPH_MODE_DECORATOR(f, args, kwargs)
     for graph, name in _gradient_names(result):
@@ -91,16 +93,16 @@ def _graph_mode_decorator(f, args, kwargs):
     return result
 
 
-def install():
+def install() -> None:
     """Keeps graph-mode custom gradients on their graphs, process-wide (idempotent)."""
     custom_gradient._graph_mode_decorator = _graph_mode_decorator
 
 
-def uninstall():
+def uninstall() -> None:
     """Puts TensorFlow's ``_graph_mode_decorator`` back, for graphs built afterwards."""
     custom_gradient._graph_mode_decorator = _TF_GRAPH_MODE_DECORATOR
 
 
-def installed():
+def installed() -> bool:
     """Whether ``install()`` is in force."""
     return custom_gradient._graph_mode_decorator is _graph_mode_decorator

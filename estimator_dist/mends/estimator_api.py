@@ -8,6 +8,8 @@ same two modules of the unmodified tensorflow-estimator 2.15.0 again, also as
 is imported. Needs the other restoring mends first (tensorflow-estimator does not import
 without them).
 """
+from __future__ import annotations
+
 import importlib
 import sys
 
@@ -17,9 +19,9 @@ _API = {
 }
 
 
-def install():
+def install() -> None:
     """Binds tensorflow-estimator's API modules where TensorFlow 2.15 had them (idempotent)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     v1, v2 = (importlib.import_module(_API[version]) for version in ("v1", "v2"))
     tf.estimator = v2

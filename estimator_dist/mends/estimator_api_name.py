@@ -8,14 +8,15 @@ dropped the name and its two table rows, so the first decorated class fails
 (``AttributeError: ... has no attribute 'ESTIMATOR_API_NAME'``). This puts the name and
 the rows back, with 2.15's attribute names, so the decorator records what it did there.
 """
+from __future__ import annotations
+
 from tensorflow.python.util import tf_export
 
 API_NAME = "estimator"
 
 
-def install():
+def install() -> None:
     """Registers the ``estimator`` API with ``tf_export`` (idempotent)."""
-    # pylint: disable=protected-access
     attributes = tf_export._Attributes
     tf_export.ESTIMATOR_API_NAME = API_NAME
     tf_export.API_ATTRS.setdefault(

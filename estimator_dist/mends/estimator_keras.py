@@ -14,12 +14,15 @@ tensorflow`` with a view of TensorFlow whose ``keras`` (and ``compat.v1.keras``,
 user's ``tf.keras`` stays Keras 3. Installed before tensorflow-estimator is first
 imported (a finder on ``sys.meta_path``, for this package's modules only).
 """
+from __future__ import annotations
+
 import builtins
 import importlib
 import importlib.abc
 import importlib.machinery
 import sys
 import types
+from typing import Any, Callable, Mapping, Sequence
 
 _PACKAGE = "tensorflow_estimator"
 _KERAS = {"v1": "tf_keras.api._v1.keras", "v2": "tf_keras.api._v2.keras"}
@@ -28,28 +31,28 @@ _KERAS = {"v1": "tf_keras.api._v1.keras", "v2": "tf_keras.api._v2.keras"}
 class _View(types.ModuleType):
     """A module seen through ``routes``: names routed elsewhere, the rest its own."""
 
-    def __init__(self, module, routes):
+    def __init__(self, module: types.ModuleType, routes: Mapping[str, Callable[[], Any]]) -> None:
         super().__init__(module.__name__, module.__doc__)
         self._module, self._routes = module, routes
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         route = self._routes.get(name)
         value = route() if route else getattr(self._module, name)
         if route:
             setattr(self, name, value)
         return value
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(set(dir(self._module)) | set(self._routes))
 
 
-def _keras(version):
+def _keras(version: str) -> Callable[[], types.ModuleType]:
     return lambda: importlib.import_module(_KERAS[version])
 
 
-def tensorflow_view():
+def tensorflow_view() -> types.ModuleType:
     """TensorFlow as tensorflow-estimator should see it: Keras names go to tf-keras."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     compat = _View(tf.compat, {
         "v1": lambda: _View(tf.compat.v1, {"keras": _keras("v1")}),
@@ -58,10 +61,13 @@ def tensorflow_view():
     return _View(tf, {"keras": _keras("v2"), "compat": lambda: compat})
 
 
-_VIEW = []
+_VIEW: list[types.ModuleType] = []
 
 
-def _import(name, globals=None, locals=None, fromlist=(), level=0):  # pylint: disable=redefined-builtin
+# __import__'s own signature, builtins' names included.
+def _import(name: str, globals: Mapping[str, object] | None = None,
+            locals: Mapping[str, object] | None = None, fromlist: Sequence[str] = (),
+            level: int = 0) -> types.ModuleType:
     if name == "tensorflow" and not fromlist and level == 0:
         if not _VIEW:
             _VIEW.append(tensorflow_view())
@@ -75,24 +81,25 @@ _BUILTINS = dict(vars(builtins), __import__=_import)
 class _Loader(importlib.abc.Loader):
     """The module's own loader, with the routing ``__import__`` in its builtins."""
 
-    def __init__(self, loader):
+    def __init__(self, loader: importlib.abc.Loader) -> None:
         self._loader = loader
 
-    def create_module(self, spec):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return self._loader.create_module(spec)
 
-    def exec_module(self, module):
+    def exec_module(self, module: Any) -> None:
         module.__builtins__ = _BUILTINS
         self._loader.exec_module(module)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
     """Finds tensorflow-estimator's modules as usual and wraps their loaders."""
 
-    def find_spec(self, fullname, path, target=None):
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname.split(".")[0] != _PACKAGE:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
@@ -101,7 +108,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def install():
+def install() -> None:
     """Routes every tensorflow-estimator module imported from now on (idempotent).
 
     Raises:
@@ -118,7 +125,7 @@ def install():
     try:  # A missing tf-keras is reported here, not at the first canned estimator.
         importlib.import_module(_KERAS["v2"])
     except ImportError as error:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        import tensorflow as tf  # Late: loads TensorFlow.
 
         release = ".".join(tf.__version__.split(".")[:2])
         raise ImportError(

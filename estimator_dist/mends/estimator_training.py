@@ -8,14 +8,20 @@ coordinator they drive is still part of TensorFlow; only this glue went. This mo
 the glue again, written for the coordinator as it stands: installed as that module name
 on TensorFlow 2.16 and later, never on 2.15 (whose own module stays).
 """
+from __future__ import annotations
+
 import copy
 import sys
+from typing import TYPE_CHECKING, Any, Callable
 
 from tensorflow.python.distribute import distribute_coordinator as coordinator
 from tensorflow.python.distribute import distribute_coordinator_context as coordinator_context
 from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import server_lib
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 MODULE = "tensorflow.python.distribute.estimator_training"
 
@@ -27,15 +33,15 @@ _MODES = (coordinator.CoordinatorMode.STANDALONE_CLIENT,
           coordinator.CoordinatorMode.INDEPENDENT_WORKER)
 
 
-def install():
+def install() -> None:
     """Makes this module importable under TensorFlow's old name (idempotent)."""
-    from tensorflow.python import distribute  # pylint: disable=import-outside-toplevel
+    from tensorflow.python import distribute  # Late: loads TensorFlow.
 
     sys.modules.setdefault(MODULE, sys.modules[__name__])
     distribute.estimator_training = sys.modules[MODULE]
 
 
-def _global_id(cluster_spec, task_type, task_id):
+def _global_id(cluster_spec: Any, task_type: str | None, task_id: int) -> int:
     """The task's index in RunConfig's order: chief, other jobs by name, ps last."""
     if not task_type:
         return 0
@@ -51,9 +57,9 @@ def _global_id(cluster_spec, task_type, task_id):
                        f"task_type={task_type!r}, cluster={cluster_spec.as_dict()}")
 
 
-def _init_run_config_from_worker_context(config, worker_context):
+def _init_run_config_from_worker_context(config: tf.estimator.RunConfig,
+                                         worker_context: Any) -> None:
     """Fills ``config``'s distributed settings from the coordinator's worker context."""
-    # pylint: disable=protected-access
     config._service = None
     config._cluster_spec = worker_context.cluster_spec
     config._task_type = worker_context.task_type
@@ -79,9 +85,8 @@ def _init_run_config_from_worker_context(config, worker_context):
                                                   config._task_id)
 
 
-def _take_experimental_distribute(config):
+def _take_experimental_distribute(config: tf.estimator.RunConfig) -> None:
     """Moves ``experimental_distribute``'s strategies to the config's own fields."""
-    # pylint: disable=protected-access
     experimental = config._experimental_distribute
     if experimental is None:
         return
@@ -95,9 +100,8 @@ def _take_experimental_distribute(config):
         setattr(config, "_" + field, strategy)
 
 
-def init_run_config(config, tf_config):
+def init_run_config(config: tf.estimator.RunConfig, tf_config: dict[str, Any]) -> None:
     """Sets ``config``'s coordinator mode and cluster from ``tf_config`` (TF_CONFIG)."""
-    # pylint: disable=protected-access
     _take_experimental_distribute(config)
     cluster_spec = server_lib.ClusterSpec(tf_config.get("cluster", {}))
     config._init_distributed_setting_from_environment_var({})
@@ -124,7 +128,7 @@ def init_run_config(config, tf_config):
                  "mode")
 
 
-def should_run_distribute_coordinator(config):
+def should_run_distribute_coordinator(config: tf.estimator.RunConfig) -> bool:
     """Whether ``train_and_evaluate`` goes through the distribute coordinator."""
     mode = getattr(config, "_distribute_coordinator_mode", None)
     if mode is None:
@@ -140,10 +144,10 @@ def should_run_distribute_coordinator(config):
     return True
 
 
-def _local_estimator(estimator, field, strategy):
+def _local_estimator(estimator: tf.estimator.Estimator, field: str,
+                     strategy: tf.distribute.Strategy) -> tf.estimator.Estimator:
     """A copy of ``estimator`` that runs ``strategy`` as this task, off the coordinator."""
     local = copy.deepcopy(estimator)
-    # pylint: disable=protected-access
     setattr(local._config, "_" + field, strategy)
     _init_run_config_from_worker_context(local._config,
                                          coordinator_context.get_current_worker_context())
@@ -154,14 +158,15 @@ def _local_estimator(estimator, field, strategy):
     return local
 
 
-def train_and_evaluate(estimator, train_spec, eval_spec, executor_cls):
+def train_and_evaluate(estimator: tf.estimator.Estimator, train_spec: tf.estimator.TrainSpec,
+                       eval_spec: tf.estimator.EvalSpec, executor_cls: type) -> None:
     """``train_and_evaluate`` on a cluster, each task's part run by the coordinator."""
     run_config = estimator.config
-    mode = run_config._distribute_coordinator_mode  # pylint: disable=protected-access
+    mode = run_config._distribute_coordinator_mode
     if not mode:
         raise ValueError("Distribute coordinator mode is not specified in `RunConfig`.")
 
-    def _worker_fn(strategy):
+    def _worker_fn(strategy: tf.distribute.Strategy) -> None:
         context = coordinator_context.get_current_worker_context()
         local = _local_estimator(estimator, "train_distribute", strategy)
         # A standalone client runs hooks on the chief only: a hook's tensors belong to
@@ -171,10 +176,10 @@ def train_and_evaluate(estimator, train_spec, eval_spec, executor_cls):
         local.train(input_fn=train_spec.input_fn, max_steps=train_spec.max_steps,
                     hooks=hooks)
 
-    def _eval_fn(strategy):
+    def _eval_fn(strategy: tf.distribute.Strategy) -> None:
         local = _local_estimator(estimator, "eval_distribute", strategy)
         executor = executor_cls(local, train_spec, eval_spec)
-        executor._start_continuous_evaluation()  # pylint: disable=protected-access
+        executor._start_continuous_evaluation()
 
     standalone = mode == coordinator.CoordinatorMode.STANDALONE_CLIENT
     coordinator.run_distribute_coordinator(
@@ -183,15 +188,16 @@ def train_and_evaluate(estimator, train_spec, eval_spec, executor_cls):
         session_config=run_config.session_config)
 
 
-def _run_on_cluster(estimator, field, distributed_fn, hooks, method):
+def _run_on_cluster(estimator: tf.estimator.Estimator, field: str,
+                    distributed_fn: Callable[..., Any], hooks: Any, method: str) -> Any:
     """``Estimator.train`` or ``evaluate`` through the coordinator (standalone client)."""
-    run_config = estimator._config  # pylint: disable=protected-access
+    run_config = estimator._config
     cluster_spec = multi_worker_util.normalize_cluster_spec(run_config.cluster_spec)
     strategy = getattr(run_config, field)
     if EVALUATOR in cluster_spec.jobs:
         raise ValueError("'evaluator' job is not supported if you don't use "
                          "`train_and_evaluate`")
-    mode = run_config._distribute_coordinator_mode  # pylint: disable=protected-access
+    mode = run_config._distribute_coordinator_mode
     if mode != coordinator.CoordinatorMode.STANDALONE_CLIENT:
         raise ValueError(f"Only `STANDALONE_CLIENT` mode is supported when you call "
                          f"`{method}`")
@@ -199,7 +205,7 @@ def _run_on_cluster(estimator, field, distributed_fn, hooks, method):
         raise ValueError(f"`{method}` API is not supported for "
                          f"{type(strategy).__name__} with `STANDALONE_CLIENT` mode.")
 
-    def _worker_fn(task_strategy):
+    def _worker_fn(task_strategy: tf.distribute.Strategy) -> Any:
         local = _local_estimator(estimator, field, task_strategy)
         chief_hooks = hooks if coordinator_context.get_current_worker_context().is_chief \
             else []
@@ -210,17 +216,20 @@ def _run_on_cluster(estimator, field, distributed_fn, hooks, method):
         session_config=run_config.session_config)
 
 
-def estimator_train(estimator, train_distributed_fn, hooks):
+def estimator_train(estimator: tf.estimator.Estimator, train_distributed_fn: Callable[..., Any],
+                    hooks: Any) -> Any:
     """``Estimator.train`` on a cluster: a standalone client only."""
 
-    def _train(local, strategy, chief_hooks):
+    def _train(local: tf.estimator.Estimator, strategy: tf.distribute.Strategy,
+               chief_hooks: Any) -> tf.estimator.Estimator:
         train_distributed_fn(local, strategy, chief_hooks)
         return local
 
     return _run_on_cluster(estimator, "train_distribute", _train, hooks, "estimator.train")
 
 
-def estimator_evaluate(estimator, evaluate_distributed_fn, hooks):
+def estimator_evaluate(estimator: tf.estimator.Estimator,
+                       evaluate_distributed_fn: Callable[..., Any], hooks: Any) -> Any:
     """``Estimator.evaluate`` on a cluster: a standalone client only."""
     return _run_on_cluster(estimator, "eval_distribute", evaluate_distributed_fn, hooks,
                            "Estimator.evaluate")

@@ -24,25 +24,30 @@ as they are.
 A wait longer than ``_ANNOUNCE_AFTER_SECONDS`` says why on stderr, one line at most every
 ``_ANNOUNCE_EVERY_SECONDS`` (stderr, because the CLI silences TensorFlow's logging).
 """
+from __future__ import annotations
+
 import sys
 import threading
 import time
+from typing import Any
 
 import tensorflow as tf
 from tensorflow_estimator.python.estimator import training as tf_training
 
-_Executor = tf_training._TrainingExecutor  # pylint: disable=protected-access
-_EvalStatus = tf_training._EvalStatus  # pylint: disable=protected-access
-_assert_eval_spec = tf_training._assert_eval_spec  # pylint: disable=protected-access
+_Executor = tf_training._TrainingExecutor
+_EvalStatus = tf_training._EvalStatus
+_assert_eval_spec = tf_training._assert_eval_spec
 
 _POLL_SECONDS = 1.0
 _ANNOUNCE_AFTER_SECONDS = 30
 _ANNOUNCE_EVERY_SECONDS = 60
-_announced = {"at": None}  # When the last wait line was printed (time.monotonic()).
+# When the last wait line was printed (time.monotonic()).
+_announced: dict[str, float | None] = {"at": None}
 _announce_lock = threading.Lock()
 
 
-def wait_line(remaining, field, seconds, max_steps, evaluated_step):
+def wait_line(remaining: float, field: str, seconds: float, max_steps: int | None,
+              evaluated_step: int | None) -> str:
     """The line a long wait prints: how long, for which EvalSpec field, what ends it early."""
     if field == "start_delay_secs":
         before = "the first evaluation"
@@ -59,7 +64,7 @@ def wait_line(remaining, field, seconds, max_steps, evaluated_step):
             f"{before}; {early}")
 
 
-def _announce(line):
+def _announce(line: str) -> None:
     with _announce_lock:
         now = time.monotonic()
         if _announced["at"] is not None and now - _announced["at"] < _ANNOUNCE_EVERY_SECONDS:
@@ -71,14 +76,14 @@ def _announce(line):
 class _FinalCheckpoint:
     """Whether the model dir holds a checkpoint at ``max_steps`` not evaluated yet."""
 
-    def __init__(self, estimator, max_steps):
+    def __init__(self, estimator: tf.estimator.Estimator, max_steps: int | None) -> None:
         self._estimator = estimator
         self.max_steps = max_steps
         self.evaluated_path = None
         self.evaluated_step = None
-        self._steps = {}  # Checkpoint path -> its global step, read once each.
+        self._steps: dict[str, int] = {}  # Checkpoint path -> its global step, read once each.
 
-    def _step(self, path):
+    def _step(self, path: str) -> int | None:
         if path not in self._steps:
             try:
                 self._steps[path] = int(tf.train.load_variable(
@@ -87,16 +92,16 @@ class _FinalCheckpoint:
                 return None
         return self._steps[path]
 
-    def evaluated(self, eval_result):
+    def evaluated(self, eval_result: Any) -> None:
         if eval_result is not None and eval_result.status == _EvalStatus.EVALUATED:
             self.evaluated_path = eval_result.checkpoint_path
             self.evaluated_step = eval_result.metrics.get(tf.compat.v1.GraphKeys.GLOBAL_STEP)
 
-    def evaluated_last(self):
+    def evaluated_last(self) -> bool:
         return bool(self.max_steps and self.evaluated_step is not None
                     and self.evaluated_step >= self.max_steps)
 
-    def due(self):
+    def due(self) -> bool:
         """True when the newest checkpoint is the final one and not evaluated yet."""
         if not self.max_steps:
             return False
@@ -106,7 +111,7 @@ class _FinalCheckpoint:
         step = self._step(path)
         return step is not None and step >= self.max_steps
 
-    def wait(self, seconds, field, value):
+    def wait(self, seconds: float, field: str, value: float) -> None:
         """Sleeps ``seconds`` (for EvalSpec ``field`` of ``value``) unless the final
         checkpoint waits for evaluation first."""
         deadline = time.monotonic() + seconds
@@ -121,9 +126,8 @@ class _FinalCheckpoint:
             time.sleep(min(_POLL_SECONDS, remaining))
 
 
-def _final_checkpoint(executor):
+def _final_checkpoint(executor: Any) -> _FinalCheckpoint:
     """The executor's ``_FinalCheckpoint``, made on first use."""
-    # pylint: disable=protected-access
     final = getattr(executor, "_estimator_dist_final", None)
     if final is None:
         final = _FinalCheckpoint(executor._estimator, executor._train_spec.max_steps)
@@ -131,9 +135,8 @@ def _final_checkpoint(executor):
     return final
 
 
-def _start_continuous_evaluation(self):
+def _start_continuous_evaluation(self: Any) -> None:
     """TensorFlow's loop, its start delay a wait that the final checkpoint ends."""
-    # pylint: disable=protected-access
     _assert_eval_spec(self._eval_spec)
     final = _final_checkpoint(self)
     if self._eval_spec.start_delay_secs:
@@ -157,9 +160,9 @@ def _start_continuous_evaluation(self):
             evaluator, self._continuous_eval_listener, self._eval_spec.throttle_secs)
 
 
-def _execute_evaluator_once(self, evaluator, continuous_eval_listener, throttle_secs):
+def _execute_evaluator_once(self: Any, evaluator: Any, continuous_eval_listener: Any,
+                            throttle_secs: float) -> tuple[Any, bool]:
     """TensorFlow's evaluation pass, its throttle a wait that the final checkpoint ends."""
-    # pylint: disable=protected-access
     _assert_eval_spec(self._eval_spec)
     start = time.time()
     if not continuous_eval_listener.before_eval():
@@ -186,8 +189,7 @@ def _execute_evaluator_once(self, evaluator, continuous_eval_listener, throttle_
     return eval_result, False
 
 
-def install():
+def install() -> None:
     """Ends the evaluator's waits at the final checkpoint (idempotent)."""
-    # pylint: disable=protected-access
     _Executor._start_continuous_evaluation = _start_continuous_evaluation
     _Executor._execute_evaluator_once = _execute_evaluator_once

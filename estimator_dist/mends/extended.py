@@ -5,12 +5,23 @@ the deep copies Estimator and the distribute coordinator make of a strategy (and
 RunConfig), where an attribute patched onto the object would not. The mends use it on a
 strategy's ``extended`` object, on a strategy, on a RunConfig, an Estimator and a hook.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import tensorflow as tf
 
-_CLASSES = {}
+if TYPE_CHECKING:
+    # To a type checker a mixin is of the TensorFlow class it is mixed into (Any here), so
+    # its ``super()`` calls and that class's attributes check.
+    Mixin = Any
+else:
+    Mixin = object
+
+_CLASSES: dict[tuple[type, type], type] = {}
 
 
-def mix_into(target, mixin, name=None):
+def mix_into(target: Any, mixin: type, name: str | None = None) -> None:
     """Makes ``target`` an instance of ``(mixin, its class)`` (once), a class named ``name``
     (default: the mixin's name, then the class's)."""
     base = type(target)
@@ -22,12 +33,12 @@ def mix_into(target, mixin, name=None):
     target.__class__ = _CLASSES[mixin, base]
 
 
-def add_mixin(strategy, mixin):
+def add_mixin(strategy: tf.distribute.Strategy, mixin: type) -> None:
     """Makes ``strategy.extended`` an instance of ``(mixin, its class)`` (once)."""
     mix_into(strategy.extended, mixin)
 
 
-def with_training_hook(spec, hook):
+def with_training_hook(spec: Any, hook: tf.compat.v1.train.SessionRunHook) -> Any:
     """``spec`` (what a ``call_for_each_replica`` returned) with ``hook`` added to its
     training hooks when it is a TRAIN ``EstimatorSpec``, else ``spec`` itself."""
     if not (isinstance(spec, tf.estimator.EstimatorSpec)

@@ -24,6 +24,10 @@ pays nothing: it is left as it is. Under several steps per ``Session.run``
 (``steps_per_run``) no hook runs between the steps: there the flags are dropped and the
 input is read as TensorFlow reads it.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+
 import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
 from tensorflow.python.framework import func_graph
@@ -35,7 +39,7 @@ _INFINITE = tf.data.experimental.INFINITE_CARDINALITY
 _WORKERS_WITH_NEXT = "estimator_dist_input_ends_after_this_step"
 
 
-def _cardinality(dataset):
+def _cardinality(dataset: tf.data.Dataset) -> int:
     """The dataset's cardinality (UNKNOWN when it cannot be computed here).
 
     In a graph the dataset's ops may be placed on a cluster task: the cardinality runs in
@@ -57,7 +61,7 @@ def _cardinality(dataset):
             return tf.data.experimental.UNKNOWN_CARDINALITY
 
 
-def _zeros(spec):
+def _zeros(spec: tf.TensorSpec | tf.SparseTensorSpec) -> tf.Tensor | tf.SparseTensor:
     """A value of ``spec`` (a tensor or sparse tensor spec) of zeros; unknown dims are 0."""
     shape = [0 if d is None else d for d in spec.shape.as_list()]
     if isinstance(spec, tf.SparseTensorSpec):
@@ -66,7 +70,7 @@ def _zeros(spec):
     return tf.zeros(shape, spec.dtype)
 
 
-def _next_flags(dataset, cardinality):
+def _next_flags(dataset: tf.data.Dataset, cardinality: int) -> tf.data.Dataset:
     """For each element of ``dataset``: whether another element follows it."""
     if cardinality >= 0:  # Known: counted, not read.
         return tf.data.Dataset.range(1, cardinality + 1).map(lambda i: i < cardinality)
@@ -74,7 +78,7 @@ def _next_flags(dataset, cardinality):
     return ahead.concatenate(tf.data.Dataset.from_tensors(False))
 
 
-def flagged(dataset):
+def flagged(dataset: Any) -> tf.data.Dataset | None:
     """``dataset``'s elements as ``(element, True, whether another follows)``, then
     ``(padding, False, False)`` forever; None when ``dataset`` is no Dataset, is infinite,
     or holds values other than tensors and sparse tensors."""
@@ -93,7 +97,7 @@ def flagged(dataset):
     return data.concatenate(tf.data.Dataset.zip((padding, never, never)))
 
 
-def _stop_unless_all(workers_with_data, workers):
+def _stop_unless_all(workers_with_data: float, workers: float) -> bool:
     if workers_with_data < workers:
         raise StopIteration  # py_func turns it into OutOfRangeError.
     return True
@@ -114,21 +118,21 @@ class EndTogetherIterator:
       iterator: the strategy's iterator over ``flagged`` elements.
     """
 
-    def __init__(self, strategy, iterator):
+    def __init__(self, strategy: tf.distribute.Strategy, iterator: Any) -> None:
         self._strategy = strategy
         self._iterator = iterator
 
-    def initialize(self):
+    def initialize(self) -> Any:
         return self._iterator.initialize()
 
-    def get_next(self):
+    def get_next(self) -> Any:
         element, has_data, has_next = self._iterator.get_next()
         if _in_loop():  # Several steps per Session.run: no hook can stop between them.
             return element
         local = self._strategy.experimental_local_results  # One replica per worker.
         flags = tf.cast(tf.stack([local(has_data)[0], local(has_next)[0]]), tf.float32)
         counts = self._strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None)
-        workers = float(self._strategy.extended._num_workers)  # pylint: disable=protected-access
+        workers = float(self._strategy.extended._num_workers)
         go_on = tf.compat.v1.py_func(_stop_unless_all, [counts[0], workers], tf.bool,
                                      stateful=True, name="input_empty_on_a_worker")
         tf.compat.v1.add_to_collection(_WORKERS_WITH_NEXT, counts[1] < workers)
@@ -136,14 +140,13 @@ class EndTogetherIterator:
             return tf.nest.map_structure(_after, element)
 
 
-def _in_loop():
+def _in_loop() -> bool:
     """Whether ops built now run in a loop body (v1 or v2 control flow)."""
     graph = tf.compat.v1.get_default_graph()
-    # pylint: disable=protected-access
     return isinstance(graph, func_graph.FuncGraph) or graph._get_control_flow_context() is not None
 
 
-def _after(value):
+def _after(value: Any) -> Any:
     """``value`` (a tensor, sparse tensor or per-replica value) behind the control
     dependencies in force."""
     if isinstance(value, values_lib.PerReplica):
@@ -154,18 +157,20 @@ def _after(value):
 class EndTogetherHook(tf.compat.v1.train.SessionRunHook):
     """Stops training after the step at which a worker's input has no next element."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._last = None
 
-    def begin(self):
+    def begin(self) -> None:
         found = tf.compat.v1.get_collection(_WORKERS_WITH_NEXT)
         self._last = found[-1] if found else None
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: tf.estimator.SessionRunContext
+                   ) -> tf.estimator.SessionRunArgs | None:
         del run_context  # Unused.
         return tf.compat.v1.train.SessionRunArgs(self._last) if self._last is not None else None
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.estimator.SessionRunContext,
+                  run_values: tf.estimator.SessionRunValues) -> None:
         if self._last is not None and run_values.results:
             run_context.request_stop()
 
@@ -174,28 +179,30 @@ class FlaggedInputFn:
     """Wraps a strategy-facing ``input_fn(input_context)`` with ``flagged``; records
     whether it flagged what the input_fn returned."""
 
-    def __init__(self, input_fn):
+    def __init__(self, input_fn: Callable[[tf.distribute.InputContext], Any]) -> None:
         self._input_fn = input_fn
-        self.flagged = None
+        self.flagged: bool | None = None
 
-    def __call__(self, input_context):
+    def __call__(self, input_context: tf.distribute.InputContext) -> Any:
         result = self._input_fn(input_context)
         padded = flagged(result)
         self.flagged = padded is not None
         return result if padded is None else padded
 
 
-class _EndTogetherExtended:
+class _EndTogetherExtended(_extended.Mixin):
     """Adds an ``EndTogetherHook`` to the training spec Estimator builds per replica."""
 
-    def call_for_each_replica(self, fn, args=(), kwargs=None):
+    def call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+                              kwargs: dict[str, Any] | None = None) -> Any:
         result = super().call_for_each_replica(fn, args, kwargs)
         if not tf.compat.v1.get_collection(_WORKERS_WITH_NEXT):
             return result
         return _extended.with_training_hook(result, EndTogetherHook())
 
 
-def make_iterator(strategy, make_input_fn_iterator, input_fn, *args, **kwargs):
+def make_iterator(strategy: tf.distribute.Strategy, make_input_fn_iterator: Callable[..., Any],
+                  input_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``make_input_fn_iterator(input_fn, ...)`` (the strategy's own) whose finite input
     ends on every worker after the same step."""
     if len(strategy.extended.worker_devices) > 1:  # Several local replicas: left as it is.
@@ -205,7 +212,7 @@ def make_iterator(strategy, make_input_fn_iterator, input_fn, *args, **kwargs):
     return EndTogetherIterator(strategy, iterator) if flagging.flagged else iterator
 
 
-def apply(strategy):
+def apply(strategy: tf.distribute.Strategy) -> None:
     """Makes ``strategy`` add an ``EndTogetherHook`` to every Estimator training spec whose
     input ``make_iterator`` flagged."""
     _extended.add_mixin(strategy, _EndTogetherExtended)

@@ -4,8 +4,11 @@ What the package needs to know and TF 2.15 keeps private: the distribute coordin
 worker context, Slurm's host-list syntax, which variables are mirrored, and where a
 worker stands in a multi-worker strategy. Each is read here and nowhere else.
 """
+from __future__ import annotations
+
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_coordinator_context
@@ -14,46 +17,48 @@ from tensorflow.python.distribute import values as values_lib
 from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver
 from tensorflow.python.eager import context
 
+if TYPE_CHECKING:
+    import types
 
-def current_worker_context():
+
+def current_worker_context() -> Any:
     """The distribute coordinator's context of this worker, or None outside one."""
     return distribute_coordinator_context.get_current_worker_context()
 
 
-def expand_hostlist(nodes):
+def expand_hostlist(nodes: str) -> list[str]:
     """Slurm's ``node[01-04]`` as host names (ValueError, IndexError on bad syntax)."""
     return slurm_cluster_resolver.expand_hostlist(nodes)
 
 
-def expand_tasks_per_node(tasks):
+def expand_tasks_per_node(tasks: str) -> list[int]:
     """Slurm's ``2(x3),1`` as task counts per node (ValueError on bad syntax)."""
     return slurm_cluster_resolver.expand_tasks_per_node(tasks)
 
 
-def is_mirrored_variable(variable):
+def is_mirrored_variable(variable: Any) -> bool:
     """Whether ``variable`` is a strategy's mirrored (kept-equal) variable."""
     return isinstance(variable, values_lib.MirroredVariable)
 
 
-def num_workers(strategy):
+def num_workers(strategy: tf.distribute.Strategy) -> int:
     """How many workers ``strategy`` spans (1 for a strategy of one process)."""
     return getattr(strategy.extended, "_num_workers", 1)
 
 
-def worker_index(strategy):
+def worker_index(strategy: tf.distribute.Strategy) -> int:
     """This worker's index among ``strategy``'s workers (a multi-worker strategy)."""
     extended = strategy.extended
-    # pylint: disable=protected-access
     return multi_worker_util.id_in_cluster(extended._cluster_spec, extended._task_type,
                                            extended._task_id)
 
 
-def in_multi_worker_mode(strategy):
+def in_multi_worker_mode(strategy: tf.distribute.Strategy) -> bool:
     """Whether ``strategy`` spans several workers."""
-    return strategy.extended._in_multi_worker_mode()  # pylint: disable=protected-access
+    return strategy.extended._in_multi_worker_mode()
 
 
-def collectives_configurable():
+def collectives_configurable() -> bool:
     """Whether TensorFlow's collective ops can still be configured in this process.
 
     In TF2 behaviour ``MultiWorkerMirroredStrategy`` configures them in eager mode, which
@@ -61,7 +66,6 @@ def collectives_configurable():
     must be configured at program startup"); in graph mode the session configures them.
     """
     eager = context.context()
-    # pylint: disable=protected-access
     return not (tf.compat.v1.executing_eagerly_outside_functions() and eager._initialized
                 and eager._collective_leader is None)
 
@@ -69,9 +73,9 @@ def collectives_configurable():
 _SESSION_FILE = os.path.join("training", "monitored_session.py")
 
 
-def in_monitored_session(ident):
+def in_monitored_session(ident: int) -> bool:
     """Whether thread ``ident`` is inside TensorFlow's monitored session code right now."""
-    frame = sys._current_frames().get(ident)  # pylint: disable=protected-access
+    frame: types.FrameType | None = sys._current_frames().get(ident)
     while frame is not None:
         if frame.f_code.co_filename.endswith(_SESSION_FILE):
             return True
@@ -83,10 +87,11 @@ _ESTIMATOR_FILE = os.path.join("estimator", "estimator.py")
 _TRAINING_LOOPS = ("_train_with_estimator_spec", "_train_with_estimator_spec_distributed")
 
 
-def estimator_training():
+def estimator_training() -> tuple[int, str | None] | None:
     """(thread ident, model dir) of a thread inside an Estimator's training loop (session
     creation, steps, hooks, the session's close), else None."""
-    for ident, frame in sys._current_frames().items():  # pylint: disable=protected-access
+    frame: types.FrameType | None
+    for ident, frame in sys._current_frames().items():
         while frame is not None:
             code = frame.f_code
             if code.co_name in _TRAINING_LOOPS and code.co_filename.endswith(_ESTIMATOR_FILE):

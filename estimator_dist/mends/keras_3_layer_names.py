@@ -12,26 +12,30 @@ This gives each graph its own Keras 3 counters while Estimator calls the model_f
 (``Estimator._call_model_fn``), so a model_fn names its layers the same in every graph.
 Layers built outside a model_fn keep Keras 3's process-wide numbering.
 """
+from __future__ import annotations
+
 import collections
 import functools
 import weakref
+from typing import Any
 
 _COUNTERS = "object_name_uids"
 
 
-def install():
+def install() -> None:
     """Wraps Estimator._call_model_fn (idempotent)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    from keras.src.backend.common import global_state  # pylint: disable=import-outside-toplevel
-    from tensorflow_estimator.python.estimator import estimator  # pylint: disable=import-outside-toplevel
+    # Late: loads TensorFlow.
+    import tensorflow as tf
+    from keras.src.backend.common import global_state
+    from tensorflow_estimator.python.estimator import estimator
 
-    call_model_fn = estimator.Estimator._call_model_fn  # pylint: disable=protected-access
+    call_model_fn = estimator.Estimator._call_model_fn
     if getattr(call_model_fn, "_per_graph_keras_names", False):
         return
-    per_graph = weakref.WeakKeyDictionary()
+    per_graph: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
 
     @functools.wraps(call_model_fn)
-    def _call_model_fn(self, *args, **kwargs):
+    def _call_model_fn(self: Any, *args: Any, **kwargs: Any) -> Any:
         counters = per_graph.setdefault(tf.compat.v1.get_default_graph(),
                                         collections.defaultdict(int))
         before = global_state.get_global_attribute(_COUNTERS)
@@ -41,5 +45,5 @@ def install():
         finally:
             global_state.set_global_attribute(_COUNTERS, before)
 
-    _call_model_fn._per_graph_keras_names = True  # pylint: disable=protected-access
-    estimator.Estimator._call_model_fn = _call_model_fn  # pylint: disable=protected-access
+    _call_model_fn._per_graph_keras_names = True  # type: ignore[attr-defined]  # The mark.
+    estimator.Estimator._call_model_fn = _call_model_fn

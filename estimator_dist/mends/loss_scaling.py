@@ -21,7 +21,10 @@ both see unscaled gradients. Limits: an optimizer that overrides ``compute_gradi
 or ``apply_gradients`` without calling the base class's, and gradients taken with
 ``tf.gradients`` directly, are not scaled.
 """
+from __future__ import annotations
+
 import threading
+from typing import Any
 
 import tensorflow as tf
 from tensorflow.python.training.experimental import loss_scale_optimizer
@@ -30,7 +33,7 @@ from tensorflow_estimator.python.estimator import estimator as estimator_lib
 from estimator_dist import run_config_facts
 
 _Optimizer = tf.compat.v1.train.Optimizer
-_TF_CALL_MODEL_FN = estimator_lib.Estimator._call_model_fn  # pylint: disable=protected-access
+_TF_CALL_MODEL_FN = estimator_lib.Estimator._call_model_fn
 _TF_COMPUTE_GRADIENTS = _Optimizer.compute_gradients
 _TF_APPLY_GRADIENTS = _Optimizer.apply_gradients
 _SCALING = threading.local()  # .active: a float16 TRAIN model_fn runs in this thread.
@@ -40,60 +43,61 @@ _WRAPPER_ATTR = "_estimator_dist_loss_scale_optimizer"
 class _Unscaled:
     """``optimizer`` with TensorFlow's own gradient methods, for the wrapper to call."""
 
-    def __init__(self, optimizer):
+    def __init__(self, optimizer: tf.compat.v1.train.Optimizer) -> None:
         self._optimizer = optimizer
 
-    def compute_gradients(self, *args, **kwargs):
+    def compute_gradients(self, *args: Any, **kwargs: Any) -> Any:
         return _TF_COMPUTE_GRADIENTS(self._optimizer, *args, **kwargs)
 
-    def apply_gradients(self, *args, **kwargs):
+    def apply_gradients(self, *args: Any, **kwargs: Any) -> Any:
         return _TF_APPLY_GRADIENTS(self._optimizer, *args, **kwargs)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._optimizer, name)
 
 
-def loss_scale_optimizer_of(optimizer):
+def loss_scale_optimizer_of(optimizer: tf.compat.v1.train.Optimizer) -> Any:
     """The ``MixedPrecisionLossScaleOptimizer`` (dynamic loss scale) for ``optimizer``,
     made on first use."""
     wrapper = optimizer.__dict__.get(_WRAPPER_ATTR)
     if wrapper is None:
         wrapper = loss_scale_optimizer.MixedPrecisionLossScaleOptimizer(optimizer, "dynamic")
-        wrapper._optimizer = _Unscaled(optimizer)  # pylint: disable=protected-access
+        wrapper._optimizer = _Unscaled(optimizer)
         setattr(optimizer, _WRAPPER_ATTR, wrapper)
     return wrapper
 
 
-def _scaling(optimizer):
+def _scaling(optimizer: tf.compat.v1.train.Optimizer) -> bool:
     return (getattr(_SCALING, "active", False)
             and not isinstance(optimizer, loss_scale_optimizer.MixedPrecisionLossScaleOptimizer))
 
 
-def _compute_gradients(self, *args, **kwargs):
+def _compute_gradients(self: tf.compat.v1.train.Optimizer, *args: Any, **kwargs: Any) -> Any:
     if _scaling(self):
         return loss_scale_optimizer_of(self).compute_gradients(*args, **kwargs)
     return _TF_COMPUTE_GRADIENTS(self, *args, **kwargs)
 
 
-def _apply_gradients(self, *args, **kwargs):
+def _apply_gradients(self: tf.compat.v1.train.Optimizer, *args: Any, **kwargs: Any) -> Any:
     if _scaling(self):
         return loss_scale_optimizer_of(self).apply_gradients(*args, **kwargs)
     return _TF_APPLY_GRADIENTS(self, *args, **kwargs)
 
 
-class scaled:  # pylint: disable=invalid-name
+class scaled:  # Lower case: used as a function, ``with scaled():``.
     """Context in which the v1 optimizers of this thread scale their loss dynamically."""
 
-    def __enter__(self):
+    def __enter__(self) -> scaled:
         self._outer = getattr(_SCALING, "active", False)
         _SCALING.active = True
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         _SCALING.active = self._outer
 
 
-def _call_model_fn(self, features, labels, mode, config):
+def _call_model_fn(self: tf.estimator.Estimator, features: Any, labels: Any, mode: str,
+                   config: tf.estimator.RunConfig) -> Any:
     if (mode != tf.estimator.ModeKeys.TRAIN
             or run_config_facts.mixed_precision_of(config) != "float16"):
         return _TF_CALL_MODEL_FN(self, features, labels, mode, config)
@@ -101,8 +105,8 @@ def _call_model_fn(self, features, labels, mode, config):
         return _TF_CALL_MODEL_FN(self, features, labels, mode, config)
 
 
-def install():
+def install() -> None:
     """Scales the loss of v1 optimizers in float16 TRAIN model_fns (idempotent)."""
-    estimator_lib.Estimator._call_model_fn = _call_model_fn  # pylint: disable=protected-access
+    estimator_lib.Estimator._call_model_fn = _call_model_fn
     _Optimizer.compute_gradients = _compute_gradients
     _Optimizer.apply_gradients = _apply_gradients

@@ -19,6 +19,8 @@ Turn mends off with ``ESTIMATOR_DIST_MENDS_OFF=name,name`` (or ``all``) in the
 environment: a mend turned off is neither installed nor applied, and TensorFlow's own
 behaviour applies. Imports no TensorFlow until a mend is installed.
 """
+from __future__ import annotations
+
 import dataclasses
 import importlib
 import importlib.abc
@@ -26,8 +28,13 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from estimator_dist.errors import UsageError
+
+if TYPE_CHECKING:
+    import importlib.machinery
+    import types
 
 OFF_VARIABLE = "ESTIMATOR_DIST_MENDS_OFF"
 SCOPES = ("import", "process", "strategy", "estimator")
@@ -64,12 +71,12 @@ class Mend:
     test: str
     changes: str
     scope: str
-    strategies: tuple
-    tensorflow: tuple = SUPPORTED
+    strategies: tuple[str, ...]
+    tensorflow: tuple[str, ...] = SUPPORTED
     elsewhere: str = ""
 
     @property
-    def turn_off(self):
+    def turn_off(self) -> str:
         return f"{OFF_VARIABLE}={self.name}"
 
 
@@ -396,11 +403,11 @@ MENDS = {mend.name: mend for mend in (
 )}
 
 NAMES = tuple(MENDS)
-_INSTALLED = {}  # name -> scope, in the order installed in this process.
-_NEEDS = {}  # name -> what provide() gave its install().
+_INSTALLED: dict[str, str] = {}  # name -> scope, in the order installed in this process.
+_NEEDS: dict[str, dict[str, Any]] = {}  # name -> what provide() gave its install().
 
 
-def turned_off(environ=None):
+def turned_off(environ: Mapping[str, str] | None = None) -> frozenset[str]:
     """The names ``ESTIMATOR_DIST_MENDS_OFF`` turns off (every one for ``all``).
 
     Raises:
@@ -417,7 +424,7 @@ def turned_off(environ=None):
     return frozenset(names)
 
 
-def _versions():
+def _versions() -> dict[str, str]:
     """The installed versions of TensorFlow's distributions and tensorflow-estimator."""
     found = {}
     for distribution in _TENSORFLOW_DISTRIBUTIONS + ("tensorflow-estimator",):
@@ -428,14 +435,14 @@ def _versions():
     return found
 
 
-def _release(version):
+def _release(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def tensorflow_release():
+def tensorflow_release() -> str | None:
     """The TensorFlow release in use, e.g. "2.21": the imported module's, else the installed
     distribution's (read without importing TensorFlow); None when none is installed."""
-    module = sys.modules.get("tensorflow")
+    module: Any = sys.modules.get("tensorflow")
     if getattr(module, "__version__", None):
         return _release(module.__version__)
     found = _versions()
@@ -445,7 +452,7 @@ def tensorflow_release():
     return _release(max(installed, key=lambda v: tuple(int(p) for p in _release(v).split("."))))
 
 
-def version_fault(mend=None):
+def version_fault(mend: Mend | None = None) -> str | None:
     """Why no mend (or ``mend``) may be installed with the versions present, or None: a
     TensorFlow or tensorflow-estimator release the package was not checked on."""
     release = tensorflow_release()
@@ -463,14 +470,14 @@ def version_fault(mend=None):
     return None
 
 
-def applies(mend):
+def applies(mend: Mend) -> bool:
     """Whether ``mend`` is to be installed with the TensorFlow release in use (on a release
     the package was not checked on, installing it is refused: ``version_fault``)."""
     release = tensorflow_release()
     return release is None or release not in SUPPORTED or release in mend.tensorflow
 
 
-def _checked(name):
+def _checked(name: str) -> Mend:
     mend = MENDS[name]
     fault = version_fault(mend)
     if fault:
@@ -478,7 +485,7 @@ def _checked(name):
     return mend
 
 
-def install_for(strategy):
+def install_for(strategy: str) -> None:
     """Installs the process-wide mends ``strategy`` needs (idempotent).
 
     Raises:
@@ -490,7 +497,7 @@ def install_for(strategy):
             apply(mend.name)
 
 
-def _install_import_scope():
+def _install_import_scope() -> None:
     for mend in MENDS.values():
         if mend.scope == "import":
             apply(mend.name)
@@ -500,10 +507,13 @@ class AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Runs ``then`` once module ``name`` has been imported (then steps aside). Finders of
     one name chain: each loads the module through the next one's loader."""
 
-    def __init__(self, name, then):
+    def __init__(self, name: str, then: Callable[[], object] | None) -> None:
+        self._then: Any  # None where a subclass's exec_module does not call it.
+        self._loader: Any
         self._name, self._then, self._loader = name, then, None
 
-    def find_spec(self, fullname, path, target=None):
+    def find_spec(self, fullname: str, path: Any,
+                  target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname != self._name or self._loader is not None:
             return None
         sys.meta_path.remove(self)
@@ -513,15 +523,15 @@ class AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._loader, spec.loader = spec.loader, self
         return spec
 
-    def create_module(self, spec):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
         return self._loader.create_module(spec)
 
-    def exec_module(self, module):
+    def exec_module(self, module: types.ModuleType) -> None:
         self._loader.exec_module(module)
         self._then()
 
 
-def install_on_import():
+def install_on_import() -> None:
     """Gives TensorFlow 2.16 and later ``tf.estimator`` back (mends of scope "import"): now
     when TensorFlow is imported, else as soon as it is. Nothing on TensorFlow 2.15."""
     release = tensorflow_release()
@@ -533,18 +543,18 @@ def install_on_import():
         sys.meta_path.insert(0, AfterImport("tensorflow", _install_import_scope))
 
 
-def provide(name, **needs):
+def provide(name: str, **needs: Any) -> None:
     """Gives process-wide mend ``name`` what its ``install`` needs from a layer above the
     mends (e.g. the Estimator builder), for whenever it is installed."""
     _NEEDS[name] = needs
 
 
-def _refused_off(name, asked):
+def _refused_off(name: str, asked: str) -> UsageError:
     return UsageError(f"{asked} needs mend {name!r}, which {OFF_VARIABLE} turns off: drop "
                       f"it from {OFF_VARIABLE} or ask for less. Received: {asked}")
 
 
-def apply(name, target=None, *, asked=None, **options):
+def apply(name: str, target: Any = None, *, asked: str | None = None, **options: Any) -> bool:
     """Applies mend ``name``: installs it when it is process-wide (scope "import" or
     "process"), else applies it to ``target`` (a strategy, an Estimator, a config or hook),
     with ``options``. Idempotent.
@@ -581,6 +591,6 @@ def apply(name, target=None, *, asked=None, **options):
     return True
 
 
-def installed():
+def installed() -> tuple[str, ...]:
     """The mends this process installed or applied so far, in that order."""
     return tuple(_INSTALLED)

@@ -14,39 +14,46 @@ which happens inside the first ``train`` call. ``apply(hook)`` makes a
 ``CheckpointSaverHook`` hand its summary writer everything but the graph and the meta
 graph; ``graph.pbtxt`` and each checkpoint's ``.meta`` file are written as before.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from estimator_dist.mends import extended
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 class _WithoutGraph:
     """A summary writer that passes on everything but the graph and the meta graph."""
 
-    def __init__(self, writer):
+    def __init__(self, writer: Any) -> None:
         self._writer = writer
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._writer, name)
 
-    def add_graph(self, *args, **kwargs):
+    def add_graph(self, *args: Any, **kwargs: Any) -> None:
         del args, kwargs
 
-    def add_meta_graph(self, *args, **kwargs):
+    def add_meta_graph(self, *args: Any, **kwargs: Any) -> None:
         del args, kwargs
 
 
-class _GraphOnceSaver:
+class _GraphOnceSaver(extended.Mixin):
     """A ``CheckpointSaverHook`` whose summary writer leaves the graph out."""
 
-    def begin(self):
+    def begin(self) -> None:
         super().begin()
-        self._summary_writer = _WithoutGraph(self._summary_writer)
+        self._summary_writer: Any = _WithoutGraph(self._summary_writer)
 
-    def end(self, session):
+    def end(self, session: tf.compat.v1.Session) -> None:
         super().end(session)
         # Nothing of this call is left in the process's cached writer, to be written into
         # the model dir later (by another run in the same process, say).
         self._summary_writer.flush()
 
 
-def apply(hook):
+def apply(hook: tf.compat.v1.train.CheckpointSaverHook) -> None:
     """Makes ``hook`` (a ``CheckpointSaverHook``) leave the graph out of the events file."""
     extended.mix_into(hook, _GraphOnceSaver)

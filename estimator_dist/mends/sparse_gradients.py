@@ -29,8 +29,11 @@ all-reduce in a step above that (a ``cond`` on the agreed count, the same on eve
 worker). The choice for each table is printed once per process, in one line, when the
 graph is built.
 """
+from __future__ import annotations
+
 import math
 import sys
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -49,10 +52,10 @@ DENSE_BELOW_BYTES = 256 * 1024
 LADDER_RATIO = 2 ** 0.25
 # Values dtypes whose indices bit-cast into one more column, and the index dtype.
 _INDEX_DTYPE = {tf.float32: tf.int32, tf.float64: tf.int64}
-_REPORTED = set()
+_REPORTED: set[str] = set()
 
 
-def _densified(value):
+def _densified(value: Any) -> Any:
     """``value`` (a per-replica value or a tensor) with ``IndexedSlices`` made dense."""
     if isinstance(value, values_lib.PerReplica):
         return values_lib.PerReplica(tuple(_densified(v) for v in value.values))
@@ -61,20 +64,20 @@ def _densified(value):
     return value
 
 
-def _per_device(value):
+def _per_device(value: Any) -> tuple[Any, ...]:
     """The values of ``value`` on each device (a value on one device is not wrapped)."""
     if isinstance(value, values_lib.DistributedValues):
         return tuple(value.values)
     return (value,)
 
 
-def _is_sparse(value):
+def _is_sparse(value: Any) -> bool:
     if isinstance(value, values_lib.PerReplica):
         return any(isinstance(v, tf.IndexedSlices) for v in value.values)
     return isinstance(value, tf.IndexedSlices)
 
 
-def ladder(limit):
+def ladder(limit: int) -> list[int]:
     """The padded row counts up to ``limit`` (a geometric ladder ending at ``limit``)."""
     sizes, size = [], 1.0
     while size < limit:
@@ -88,7 +91,8 @@ class _Plan:
     """How one sparse gradient crosses: its table's shape, and the most rows a step
     sends as rows (0: always dense)."""
 
-    def __init__(self, name, shape, dtype, workers, mode):
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: tf.DType, workers: int,
+                 mode: str) -> None:
         self.name, self.shape, self.dtype = name, shape, dtype
         self.width = int(np.prod(shape[1:], dtype=np.int64))
         self.dense_bytes = int(shape[0]) * self.width * dtype.size
@@ -106,18 +110,18 @@ class _Plan:
             self.why = (f"as rows up to {self.max_rows:,} a step, dense above "
                         f"({_size(self.dense_bytes)} dense, {self.row_bytes} B a row)")
 
-    def describe(self):
+    def describe(self) -> str:
         return f"{self.name} {list(self.shape)} {self.why}"
 
 
-def _size(count):
+def _size(count: float) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if count >= scale:
             return f"{count / scale:.1f} {unit}"
     return f"{count} B"
 
 
-def _plan(value, destination, workers, mode):
+def _plan(value: Any, destination: Any, workers: int, mode: str) -> _Plan | None:
     """The ``_Plan`` of a per-replica ``IndexedSlices`` value, or None where it cannot
     cross as rows (some replicas dense, an unknown table shape, a values dtype without a
     same-width index dtype)."""
@@ -137,7 +141,7 @@ def _plan(value, destination, workers, mode):
     return _Plan(name.split(":")[0], tuple(int(d) for d in shape), dtype, workers, mode)
 
 
-def _deduplicated(slices, plan):
+def _deduplicated(slices: tf.IndexedSlices, plan: _Plan) -> tuple[tf.Tensor, tf.Tensor]:
     """(indices, values [n, width]) of ``slices`` with duplicate rows summed."""
     index_dtype = _INDEX_DTYPE[plan.dtype]
     indices, positions = tf.unique(tf.cast(slices.indices, index_dtype), out_idx=tf.int32)
@@ -150,34 +154,35 @@ class _Collectives:
     keys taken from the strategy's key table (the same sequence on every worker, as the
     graph is built in the same order)."""
 
-    def __init__(self, launcher, options):
-        # pylint: disable=protected-access
+    def __init__(self, launcher: Any, options: Any) -> None:
         self._launcher = launcher
         self.group_size = launcher._group_size
         self._options = launcher._options.merge(options)
 
-    def key(self):
-        launcher = self._launcher  # pylint: disable=protected-access
+    def key(self) -> int:
+        launcher = self._launcher
         return launcher._collective_keys.get_instance_key(launcher._group_key,
                                                           launcher._device)
 
-    def _common(self):
+    def _common(self) -> dict[str, Any]:
         return {"group_size": self.group_size,
-                "group_key": self._launcher._group_key,  # pylint: disable=protected-access
+                "group_key": self._launcher._group_key,
                 "communication_hint": self._options.implementation.value,
                 "timeout": self._options.timeout_seconds}
 
-    def all_reduce(self, tensor, instance_key, merge_op="Add"):
+    def all_reduce(self, tensor: tf.Tensor, instance_key: Any, merge_op: str = "Add") -> tf.Tensor:
         return collective_ops.all_reduce_v2(tensor, instance_key=instance_key,
                                             merge_op=merge_op, final_op="Id",
                                             **self._common())
 
-    def all_gather(self, tensor, instance_key):
+    def all_gather(self, tensor: tf.Tensor, instance_key: Any) -> tf.Tensor:
         return collective_ops.all_gather_v2(tensor, instance_key=instance_key,
                                             **self._common())
 
 
-def _rows_exchanged(indices, values, rows, plan, collectives, sizes, keys):
+def _rows_exchanged(indices: tf.Tensor, values: tf.Tensor, rows: tf.Tensor, plan: _Plan,
+                    collectives: _Collectives, sizes: Sequence[int],
+                    keys: Sequence[int]) -> tuple[tf.Tensor, tf.Tensor]:
     """(indices, values) of every worker's rows: padded to the ladder size at or above
     the agreed ``rows``, all-gathered under that size's key, padding dropped."""
     index_dtype = _INDEX_DTYPE[plan.dtype]
@@ -194,43 +199,48 @@ def _rows_exchanged(indices, values, rows, plan, collectives, sizes, keys):
             tf.boolean_mask(gathered[:, :plan.width], kept))
 
 
-def _dense_exchanged(indices, values, plan, collectives, key):
+def _dense_exchanged(indices: tf.Tensor, values: tf.Tensor, plan: _Plan, collectives: _Collectives,
+                     key: int) -> tuple[tf.Tensor, tf.Tensor]:
     """(indices, values) of the all-reduced dense table: every row."""
     rows = int(plan.shape[0])
     dense = tf.math.unsorted_segment_sum(values, tf.cast(indices, tf.int32), rows)
     return (tf.range(rows, dtype=indices.dtype), collectives.all_reduce(dense, key))
 
 
-class _SparseRowsExtended:
+class _SparseRowsExtended(extended.Mixin):
     """The private reductions of a strategy's ``extended``: ``IndexedSlices`` cross as
     rows or dense by the module's rule; everything else as TensorFlow reduces it."""
 
-    def call_for_each_replica(self, fn, args=(), kwargs=None):
+    def call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+                              kwargs: dict[str, Any] | None = None) -> Any:
         # The model_fn's optimizers reduce their gradients inside this call: their
         # choices are printed together, in one line, when it returns.
-        self._sparse_choices = []
+        self._sparse_choices: Any = []  # None outside this call.
         try:
             return super().call_for_each_replica(fn, args, kwargs)
         finally:
             choices, self._sparse_choices = self._sparse_choices, None
             _report(getattr(self, "_sparse_workers", 0), choices)
 
-    def _reduce_to(self, reduce_op, value, destinations, options):
+    def _reduce_to(self, reduce_op: tf.distribute.ReduceOp, value: Any, destinations: Any,
+                   options: Any) -> Any:
         if _is_sparse(value):
             return self._batch_reduce_to(reduce_op, [(value, destinations)], options)[0]
         return super()._reduce_to(reduce_op, value, destinations, options)
 
-    def _batch_reduce_to(self, reduce_op, value_destination_pairs, options):
+    def _batch_reduce_to(self, reduce_op: tf.distribute.ReduceOp,
+                         value_destination_pairs: Sequence[tuple[Any, Any]],
+                         options: Any) -> list[Any]:
         pairs = list(value_destination_pairs)
         cross_ops = self._get_cross_device_ops(pairs[0][0]) if pairs else None
         launchers = getattr(cross_ops, "_launchers", None)
         sparse = [i for i, (value, _) in enumerate(pairs) if _is_sparse(value)]
-        # pylint: disable=protected-access
         if not sparse or not launchers or launchers[0]._group_size == 1:
             # One replica in all: nothing crosses, TensorFlow passes the rows through.
             return super()._batch_reduce_to(reduce_op, pairs, options)
         workers = launchers[0]._group_size
         mode = getattr(self, "_sparse_gradients_mode", "auto")
+        plans: dict[int, Any]
         plans, considered = {}, []
         for i in sparse:
             value, destination = pairs[i]
@@ -250,13 +260,14 @@ class _SparseRowsExtended:
                        for i, (v, d) in enumerate(pairs) if i not in plans]
         reduced = iter(super()._batch_reduce_to(reduce_op, dense_pairs, options)
                        if dense_pairs else ())
-        rows = self._rows_reduced(reduce_op, [pairs[i][0] for i in plans],
+        rows: Any = self._rows_reduced(reduce_op, [pairs[i][0] for i in plans],
                                   list(plans.values()), launchers,
                                   self._communication_options.merge(options))
         rows = dict(zip(plans, rows))
         return [rows[i] if i in rows else next(reduced) for i in range(len(pairs))]
 
-    def _rows_reduced(self, reduce_op, values, plans, launchers, options):
+    def _rows_reduced(self, reduce_op: tf.distribute.ReduceOp, values: list[Any],
+                      plans: list[_Plan], launchers: Sequence[Any], options: Any) -> list[Any]:
         """The sums (or means) of ``values``, per-replica ``IndexedSlices``, as Mirrored
         ``IndexedSlices``, each crossing by its plan."""
         per_device = []
@@ -266,7 +277,7 @@ class _SparseRowsExtended:
             ladders = [ladder(plan.max_rows) for plan in plans]
             keys = [([collectives.key() for _ in sizes], collectives.key())
                     for sizes in ladders]
-            with tf.device(launcher._device):  # pylint: disable=protected-access
+            with tf.device(launcher._device):
                 local = [_deduplicated(_per_device(value)[device_index], plan)
                          for value, plan in zip(values, plans)]
                 counts = tf.stack([tf.size(indices) for indices, _ in local])
@@ -275,12 +286,15 @@ class _SparseRowsExtended:
                 for j, (plan, (indices, local_values)) in enumerate(zip(plans, local)):
                     sizes, (size_keys, dense_key) = ladders[j], keys[j]
 
-                    def as_rows(i=indices, v=local_values, p=plan, s=sizes, k=size_keys,
-                                r=agreed[j], c=collectives):
+                    def as_rows(i: tf.Tensor = indices, v: tf.Tensor = local_values,
+                                p: _Plan = plan, s: list[int] = sizes, k: list[int] = size_keys,
+                                r: tf.Tensor = agreed[j],
+                                c: _Collectives = collectives) -> tuple[tf.Tensor, tf.Tensor]:
                         return _rows_exchanged(i, v, r, p, c, s, k)
 
-                    def as_dense(i=indices, v=local_values, p=plan, k=dense_key,
-                                 c=collectives):
+                    def as_dense(i: tf.Tensor = indices, v: tf.Tensor = local_values,
+                                 p: _Plan = plan, k: int = dense_key,
+                                 c: _Collectives = collectives) -> tuple[tf.Tensor, tf.Tensor]:
                         return _dense_exchanged(i, v, p, c, k)
 
                     # The same count on every worker: every worker takes the same branch.
@@ -297,7 +311,7 @@ class _SparseRowsExtended:
                 for j in range(len(plans))]
 
 
-def _report(workers, plans):
+def _report(workers: int, plans: Sequence[tuple[_Plan | None, bool]]) -> None:
     """Prints, once per process for each distinct choice, one line naming each sparse
     gradient's table and how it crosses."""
     if not plans:
@@ -320,10 +334,10 @@ def _report(workers, plans):
 MODES = ("auto", "rows", "dense")
 
 
-def apply(strategy, mode="auto"):
+def apply(strategy: tf.distribute.Strategy, mode: str = "auto") -> None:
     """Makes ``strategy`` exchange sparse gradients as rows by the module's rule ("auto"),
     always as rows ("rows") or always dense ("dense"); idempotent."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}. Received: mode={mode!r}")
     extended.add_mixin(strategy, _SparseRowsExtended)
-    strategy.extended._sparse_gradients_mode = mode  # pylint: disable=protected-access
+    strategy.extended._sparse_gradients_mode = mode

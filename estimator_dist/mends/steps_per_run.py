@@ -25,6 +25,10 @@ checkpoints land on the requested steps. Summaries the model_fn writes in TRAIN 
 those of a loop's last step. Training hooks the model_fn returns must not fetch tensors
 of the step (they live inside the loop); the loss they see is the last step's.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+
 import tensorflow as tf
 from tensorflow.python.training import basic_session_run_hooks
 from tensorflow_estimator.python.estimator import estimator as estimator_lib
@@ -39,12 +43,13 @@ _SUMMARIES = "summaries"
 _LOSS = "loss"
 
 
-def _loop_device():
+def _loop_device() -> str:
     gpus = tf.config.list_logical_devices("GPU")
     return "/gpu:0" if gpus else "/cpu:0"
 
 
-def _next_boundary(step, last_step, checkpoint_steps, first_step):
+def _next_boundary(step: int, last_step: int | None, checkpoint_steps: int | None,
+                   first_step: int) -> int | None:
     """The first step after ``step`` where a loop must end (None: no limit).
 
     Checkpoints are saved every ``checkpoint_steps`` counted from ``first_step``, the
@@ -66,32 +71,34 @@ class StepsPerRunHook(tf.estimator.SessionRunHook):
     step (every ``checkpoint_steps`` from the session's first step) comes first.
     """
 
-    def __init__(self, steps_per_run, *, num_steps=None, last_step=None,
-                 checkpoint_steps=None):
+    def __init__(self, steps_per_run: int, *, num_steps: int | None = None,
+                 last_step: int | None = None, checkpoint_steps: int | None = None) -> None:
         self._steps_per_run = steps_per_run
         self._num_steps = num_steps
         self._last_step = last_step
         self._checkpoint_steps = checkpoint_steps
-        self._first_step = None
+        self._first_step: Any = None  # An int once the session starts.
 
-    def begin(self):
+    def begin(self) -> None:
         self._global_step = v1.train.get_global_step()
         self._variable = basic_session_run_hooks.get_or_create_steps_per_run_variable()
 
-    def _load(self, session, step):
+    def _load(self, session: tf.compat.v1.Session, step: int) -> None:
         boundary = _next_boundary(step, self._last_step, self._checkpoint_steps,
                                   self._first_step)
         steps = self._steps_per_run if boundary is None else min(boundary - step,
                                                                  self._steps_per_run)
         self._variable.load(steps, session=session)
 
-    def after_create_session(self, session, coord):
+    def after_create_session(self, session: tf.compat.v1.Session,
+                             coord: tf.train.Coordinator) -> None:
         step = self._first_step = session.run(self._global_step)
         if self._num_steps is not None:
             self._last_step = step + self._num_steps
         self._load(session, step)
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: tf.estimator.SessionRunContext,
+                  run_values: tf.estimator.SessionRunValues) -> None:
         step = run_context.session.run(self._global_step)
         if self._last_step is not None and step >= self._last_step:
             run_context.request_stop()
@@ -99,7 +106,7 @@ class StepsPerRunHook(tf.estimator.SessionRunHook):
             self._load(run_context.session, step)
 
 
-def _take_new_summaries(known):
+def _take_new_summaries(known: int) -> tf.Tensor | None:
     """Removes the summaries added since the collection held ``known`` and merges them."""
     collection = v1.get_collection_ref(v1.GraphKeys.SUMMARIES)
     new = collection[known:]
@@ -107,25 +114,28 @@ def _take_new_summaries(known):
     return v1.summary.merge(new) if new else None
 
 
-class _LoopTrainPath:
+class _LoopTrainPath(extended.Mixin):
     """Estimator's train path, ``self.steps_per_run`` steps per ``Session.run``."""
 
-    def _convert_train_steps_to_hooks(self, steps, max_steps):
+    def _convert_train_steps_to_hooks(self, steps: int | None,
+                                      max_steps: int | None) -> list[StepsPerRunHook]:
         return [StepsPerRunHook(self.steps_per_run, num_steps=steps, last_step=max_steps,
                                 checkpoint_steps=self._config.save_checkpoints_steps)]
 
-    def _train_model(self, input_fn, hooks, saving_listeners):
+    def _train_model(self, input_fn: Callable[..., Any], hooks: list[Any],
+                     saving_listeners: list[Any]) -> Any:
         if self._train_distribution is not None:
             return super()._train_model(input_fn, hooks, saving_listeners)
         strategy = tf.distribute.OneDeviceStrategy(_loop_device())
         return self._actual_train_model_distributed(strategy, input_fn, hooks,
                                                     saving_listeners)
 
-    def _actual_train_model_distributed(self, strategy, input_fn, hooks, saving_listeners):
+    def _actual_train_model_distributed(self, strategy: tf.distribute.Strategy,
+                                        input_fn: Callable[..., Any], hooks: list[Any],
+                                        saving_listeners: list[Any]) -> Any:
         worker_hooks = []
         with tf.Graph().as_default() as graph:
             steps_variable = basic_session_run_hooks.get_or_create_steps_per_run_variable()
-            # pylint: disable=protected-access
             with strategy.scope(), strategy._scale_loss_for_estimator_enabled():
                 v1.random.set_random_seed(self._config.tf_random_seed)
                 iterator, input_hooks = self._get_iterator_from_input_fn(
@@ -138,12 +148,13 @@ class _LoopTrainPath:
                 return self._train_with_estimator_spec(spec, worker_hooks, hooks,
                                                        global_step, saving_listeners)
 
-    def _loop_spec(self, strategy, iterator, steps_variable):
+    def _loop_spec(self, strategy: tf.distribute.Strategy, iterator: Any,
+                   steps_variable: tf.Variable) -> tf.estimator.EstimatorSpec:
         """The EstimatorSpec of one run: ``steps_variable`` steps in a while loop."""
         empty_summary = v1.Summary().SerializeToString()
         outputs = {_LOSS: tf.constant(1e7), _SUMMARIES: tf.constant(empty_summary)}
 
-        def step_fn(ctx, inputs):
+        def step_fn(ctx: Any, inputs: Any) -> tf.Operation:
             features, labels = estimator_util.parse_iterator_result(inputs)
             known = len(v1.get_collection(v1.GraphKeys.SUMMARIES))
             spec = strategy.extended.call_for_each_replica(
@@ -171,7 +182,7 @@ class _LoopTrainPath:
             scaffold=estimator_lib._combine_distributed_scaffold(grouped.scaffold, strategy))
 
 
-def apply(estimator):
+def apply(estimator: tf.estimator.Estimator) -> None:
     """Makes ``estimator`` (an Estimator with a ``steps_per_run`` property) train that many
     steps per ``Session.run``; call it once its constructor has run."""
     extended.mix_into(estimator, _LoopTrainPath, name=type(estimator).__name__)

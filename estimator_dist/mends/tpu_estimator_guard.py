@@ -5,6 +5,8 @@ Every Estimator reads ``config.train_distribute`` in its constructor. A plain
 without a word; the property here looks at the frame that reads it and refuses such an
 Estimator (a ``TPUEstimator`` reads it too, and passes).
 """
+from __future__ import annotations
+
 import sys
 
 import tensorflow as tf
@@ -13,13 +15,13 @@ from estimator_dist.errors import UsageError
 from estimator_dist.mends import extended
 
 
-class _RefusesPlainEstimator:
+class _RefusesPlainEstimator(extended.Mixin):
     """``train_distribute`` that refuses a plain Estimator reading it."""
 
     @property
-    def train_distribute(self):
+    def train_distribute(self) -> None:
         """None, as for any TPUEstimator config; refuses a plain Estimator."""
-        owner = sys._getframe(1).f_locals.get("self")  # pylint: disable=protected-access
+        owner = sys._getframe(1).f_locals.get("self")
         if (isinstance(owner, tf.compat.v1.estimator.Estimator)
                 and not isinstance(owner, tf.compat.v1.estimator.tpu.TPUEstimator)):
             raise UsageError(
@@ -29,6 +31,6 @@ class _RefusesPlainEstimator:
         return super().train_distribute
 
 
-def apply(config):
+def apply(config: tf.estimator.RunConfig) -> None:
     """Makes the TPU RunConfig ``config`` refuse a plain Estimator (idempotent)."""
     extended.mix_into(config, _RefusesPlainEstimator)

@@ -12,16 +12,20 @@ when that is an Estimator: ``estimator.kept_tpu_estimator``, which builds what
 other config, which then reaches TensorFlow's constructor unchanged. ``build`` comes from
 the layer above (``mends.provide``), which imports this one.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+
 import tensorflow as tf
 
 _TPU_ESTIMATOR = tf.compat.v1.estimator.tpu.TPUEstimator
 
 
-def install(build):
+def install(build: Callable[..., Any]) -> None:
     """Lets ``TPUEstimator(...)`` return ``build(...)`` of its arguments where that is not
     None (idempotent)."""
 
-    def kept_new(cls, *args, **kwargs):
+    def kept_new(cls: type, *args: Any, **kwargs: Any) -> Any:
         estimator = build(*args, **kwargs)
         return object.__new__(cls) if estimator is None else estimator
 

@@ -11,8 +11,11 @@ package's ``tpu`` strategy runs) never touches them.
 Each stand-in imports; any use of one of its names raises one ``NotImplementedError``
 naming the piece, that TensorFlow removed it, and the way out.
 """
+from __future__ import annotations
+
 import sys
 import types
+from typing import Any
 
 _PACKAGE = "tensorflow.python.tpu"
 _MODULES = {
@@ -22,7 +25,7 @@ _MODULES = {
 }
 
 
-def _unavailable(module, name, piece):
+def _unavailable(module: str, name: str, piece: str) -> type:
     message = (f"{piece} is not available: TensorFlow 2.16 removed {_PACKAGE}.{module}, which "
                "tensorflow-estimator uses for it; run TPU training and TPU embeddings on "
                f"TensorFlow 2.15. Received: {_PACKAGE}.{module}.{name}")
@@ -30,11 +33,11 @@ def _unavailable(module, name, piece):
     class Unavailable:
         """A removed TensorFlow name: any use raises."""
 
-        def __init__(self, *args, **kwargs):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             del args, kwargs
             raise NotImplementedError(message)
 
-        def __init_subclass__(cls, **kwargs):
+        def __init_subclass__(cls, **kwargs: Any) -> None:
             raise NotImplementedError(message)
 
     Unavailable.__name__ = Unavailable.__qualname__ = name
@@ -45,11 +48,11 @@ def _unavailable(module, name, piece):
 class _StandIn(types.ModuleType):
     """A removed module: its names are classes that raise when used."""
 
-    def __init__(self, module, piece):
+    def __init__(self, module: str, piece: str) -> None:
         super().__init__(f"{_PACKAGE}.{module}", f"Stand-in: {piece} (removed in TF 2.16).")
         self._module, self._piece = module, piece
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> type:
         if name.startswith("__"):
             raise AttributeError(name)
         value = _unavailable(self._module, name, self._piece)
@@ -57,9 +60,9 @@ class _StandIn(types.ModuleType):
         return value
 
 
-def install():
+def install() -> None:
     """Registers the stand-ins where TensorFlow 2.15 had the modules (idempotent)."""
-    from tensorflow.python import tpu  # pylint: disable=import-outside-toplevel
+    from tensorflow.python import tpu  # Late: loads TensorFlow.
 
     for module, piece in _MODULES.items():
         name = f"{_PACKAGE}.{module}"

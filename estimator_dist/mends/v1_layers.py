@@ -8,14 +8,16 @@ still ships them (``tf_keras.api._v1.keras.__internal__.legacy``), as
 into Keras 2. This binds only the two modules to tf-keras's, leaving ``tf.keras`` alone.
 Variable names and checkpoints are those of TensorFlow 2.15's layers and cells.
 """
+from __future__ import annotations
+
 import importlib
 
 _LEGACY = "tf_keras.api._v1.keras.__internal__.legacy"
 
 
-def install():
+def install() -> None:
     """Binds the v1 layers and RNN cells to tf-keras's (idempotent)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     tf.compat.v1.layers = importlib.import_module(f"{_LEGACY}.layers")
     tf.compat.v1.nn.rnn_cell = importlib.import_module(f"{_LEGACY}.rnn_cell")

@@ -16,6 +16,8 @@ the caller keeps its own uid and gid. It must run before the process starts thre
 node of a multi-host cluster on real hosts runs in the host's namespace (the nodes must
 reach each other), and says so.
 """
+from __future__ import annotations
+
 import ctypes
 import fcntl
 import ipaddress
@@ -23,8 +25,12 @@ import os
 import socket
 import struct
 import sys
+from typing import TYPE_CHECKING
 
 from estimator_dist.errors import UsageError
+
+if TYPE_CHECKING:
+    import argparse
 
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
@@ -35,7 +41,7 @@ _IFREQ = "16sH22x"  # struct ifreq: the interface name, then ifr_flags in a 24-b
 EXPOSURE_FLAG = "--allow-network-exposure"
 
 
-def is_loopback(host):
+def is_loopback(host: str) -> bool:
     """Whether ``host`` names this machine's loopback: ``localhost`` or a loopback address
     (``127.0.0.0/8``, ``::1``). Other names count as real hosts: they are not resolved,
     which could wait on DNS."""
@@ -47,13 +53,13 @@ def is_loopback(host):
         return False
 
 
-def _unshare(flags):
+def _unshare(flags: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(flags) != 0:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
 
 
-def _map_own_ids(uid, gid):
+def _map_own_ids(uid: int, gid: int) -> None:
     """Inside a new user namespace: keep the caller's uid and gid (and no other)."""
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
                        ("gid_map", f"{gid} {gid} 1")):
@@ -61,21 +67,21 @@ def _map_own_ids(uid, gid):
             file.write(text)
 
 
-def _loopback_up():
+def _loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         request = struct.pack(_IFREQ, b"lo", 0)
         _, flags = struct.unpack(_IFREQ, fcntl.ioctl(sock, _SIOCGIFFLAGS, request))
         fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack(_IFREQ, b"lo", flags | _IFF_UP))
 
 
-def _refusal(reason):
+def _refusal(reason: str) -> UsageError:
     return UsageError(
         f"a local cluster must run in a private network namespace, since TensorFlow's gRPC "
         f"server accepts unauthenticated connections on every interface (docs/security.md); "
         f"pass {EXPOSURE_FLAG} to run it without one. Received: {reason}")
 
 
-def isolate_network():
+def isolate_network() -> None:
     """Moves this process (and every process it starts afterwards) into a new network
     namespace where only loopback exists and is up.
 
@@ -104,7 +110,7 @@ def isolate_network():
     raise _refusal(f"unshare of a network namespace failed ({failure.strerror})")
 
 
-def isolate_launch(args):
+def isolate_launch(args: argparse.Namespace) -> None:
     """Closes a launch's cluster to the network unless the user allowed exposure, or says
     where it listens when its nodes are real hosts (which must reach each other).
 

@@ -13,10 +13,13 @@ the pipe closes without a last ``done`` -- the kernel closes the launcher's end 
 it died -- that process kills every group it still holds with SIGKILL and exits. It is
 plain Python without site packages: no TensorFlow, no numpy, ready in milliseconds.
 """
+from __future__ import annotations
+
 import os
 import shutil
 import subprocess
 import sys
+from typing import IO, cast
 
 _DONE = "done"
 _REAPER = f"""
@@ -39,7 +42,7 @@ for group in groups:
 _CLOSE_SECONDS = 5
 
 
-def _interpreter():
+def _interpreter() -> str:
     """A Python to run the reaper (standard library only): this one, or where this user
     may not execute it (a venv of another user's Python), the system's."""
     if os.access(sys.executable, os.X_OK):
@@ -50,31 +53,31 @@ def _interpreter():
 class Reaper:
     """The process that kills the launcher's task groups once the launcher is gone."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._process = subprocess.Popen(
             [_interpreter(), "-I", "-S", "-c", _REAPER], stdin=subprocess.PIPE,
             start_new_session=True, text=True)
 
-    def _tell(self, word):
+    def _tell(self, word: object) -> None:
         try:
-            self._process.stdin.write(f"{word}\n")
-            self._process.stdin.flush()
+            cast(IO[str], self._process.stdin).write(f"{word}\n")
+            cast(IO[str], self._process.stdin).flush()
         except (BrokenPipeError, ValueError):
             pass  # It was killed (or closed): the launcher still stops its tasks itself.
 
-    def watch(self, pid):
+    def watch(self, pid: int) -> None:
         """Kills the group of task ``pid`` (its own group's leader) if the launcher dies."""
         self._tell(pid)
 
-    def forget(self, pid):
+    def forget(self, pid: int) -> None:
         """Task ``pid`` has ended and the launcher reaped it: its group id may be reused."""
         self._tell(-pid)
 
-    def close(self):
+    def close(self) -> None:
         """The launcher ends normally, its tasks stopped: the reaper exits, killing nothing."""
         self._tell(_DONE)
         try:
-            self._process.stdin.close()
+            cast(IO[str], self._process.stdin).close()
         except BrokenPipeError:
             pass
         try:

@@ -13,7 +13,10 @@ without a new checkpoint failed at start; after ``START_FAILURES`` of those in a
 launcher stops restarting, since a command that cannot start (a typo, a missing file)
 fails the same way each time. ``--max-restarts`` is at most ``MAX_RESTARTS``.
 """
+from __future__ import annotations
+
 import signal
+from typing import Sequence
 
 from estimator_dist.checkpoint_step import newest_step
 
@@ -27,7 +30,7 @@ MAX_RESTARTS = 100
 _MODEL_DIR_FLAG = "--model-dir"
 
 
-def model_dir_of(command):
+def model_dir_of(command: Sequence[str]) -> str | None:
     """The value of ``--model-dir DIR`` or ``--model-dir=DIR`` in ``command``, else None."""
     for i, arg in enumerate(command):
         if arg == _MODEL_DIR_FLAG and i + 1 < len(command):
@@ -37,7 +40,7 @@ def model_dir_of(command):
     return None
 
 
-def describe_exit(code):
+def describe_exit(code: int) -> str:
     """``exit code 3``, or ``exit code -9 (SIGKILL)`` for a process a signal ended."""
     if code < 0:
         try:
@@ -47,7 +50,7 @@ def describe_exit(code):
     return f"exit code {code}"
 
 
-def stop_signal(code):
+def stop_signal(code: int) -> int | None:
     """SIGTERM or SIGINT when a task's exit ``code`` says one stopped it (killed by it, or
     ``128 + signal`` from its handler, as the train command exits), else None."""
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -60,10 +63,10 @@ class Backoff:
     """The waits between restarts: ``FIRST_WAIT_SECONDS``, doubling up to
     ``MAX_WAIT_SECONDS``; a run of ``RESET_AFTER_SECONDS`` or more starts over."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._wait = FIRST_WAIT_SECONDS
 
-    def next_wait(self, run_seconds):
+    def next_wait(self, run_seconds: float) -> int:
         """The wait before restarting a run that lasted ``run_seconds``."""
         if run_seconds >= RESET_AFTER_SECONDS:
             self._wait = FIRST_WAIT_SECONDS
@@ -71,14 +74,16 @@ class Backoff:
         return wait
 
 
-def failed_at_start(run_seconds, step_before, step_after):
+def failed_at_start(run_seconds: float, step_before: int | None, step_after: int | None) -> bool:
     """Whether a failed run failed at start: within ``START_SECONDS``, with no newer
     checkpoint (steps as ``newest_step`` reads them; None: unknown, so no progress)."""
-    progressed = None not in (step_before, step_after) and step_after > step_before
+    progressed = (step_before is not None and step_after is not None
+                  and step_after > step_before)
     return run_seconds < START_SECONDS and not progressed
 
 
-def restart_line(task_name, why, restart, max_restarts, wait, model_dir):
+def restart_line(task_name: str, why: str, restart: int, max_restarts: int, wait: float,
+                 model_dir: str | None) -> str:
     """The one line the launcher prints when it restarts the cluster: the task and ``why``
     (``failed with exit code 3``), the restart's number, the wait before it, the step."""
     step = newest_step(model_dir)

@@ -6,13 +6,19 @@ The launcher's SIGTERM and SIGINT go to the tasks running now (``Forwarder``); i
 128 + the signal, whatever the tasks exit with, after giving them time to save a
 checkpoint. ``--timeout`` ends a run, or the wait before a restart, with exit code 124.
 """
+from __future__ import annotations
+
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from estimator_dist import checkpoint_step
 from estimator_dist.supervisor import isolation, reaper, restarts, tasks as tasks_lib
 from estimator_dist.supervisor.task_ends import End, end_of
+
+if TYPE_CHECKING:
+    import argparse
 
 _POLL_SECONDS = 0.2
 # After a forwarded SIGTERM/SIGINT tasks save a checkpoint before they exit: give them time,
@@ -27,29 +33,29 @@ class Forwarder:
     """The launcher's SIGTERM/SIGINT handler: records the signal and forwards it to the
     tasks running now (to a group started while it arrived, once the group is up)."""
 
-    def __init__(self):
-        self.received = []
-        self.tasks = []  # The group started last.
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.tasks: list[tasks_lib.Task] = []  # The group started last.
         self._forwarded = False
 
-    def __call__(self, signum, frame):
+    def __call__(self, signum: int, frame: Any) -> None:
         del frame  # Unused.
         self.received.append(signum)
         self._forward(signum)
 
-    def _forward(self, signum):
+    def _forward(self, signum: int) -> None:
         self._forwarded = True
         for task in self.tasks:
             task.signal(signum)
 
-    def watch(self, tasks):
+    def watch(self, tasks: list[tasks_lib.Task]) -> None:
         """Forwards signals to ``tasks`` from now on, and one that came while they started."""
         self.tasks, self._forwarded = tasks, False
         if self.received and not self._forwarded:
             self._forward(self.received[0])
 
 
-def _watch(tasks, deadline, forwarder):
+def _watch(tasks: list[tasks_lib.Task], deadline: float | None, forwarder: Forwarder) -> End:
     """Waits for the run to end: the launcher got a signal, a task ends the job
     (``end_of``), every task but the ps tasks exited 0, or the deadline passed."""
     trainers = [t for t in tasks if t.task_type in ("chief", "worker")]
@@ -68,7 +74,7 @@ def _watch(tasks, deadline, forwarder):
         time.sleep(_POLL_SECONDS)
 
 
-def _wait_to_restart(seconds, deadline, forwarder):
+def _wait_to_restart(seconds: float, deadline: float | None, forwarder: Forwarder) -> End | None:
     """Sleeps ``seconds`` unless the launcher gets a signal or the deadline passes first;
     returns the ``End`` of that, else None."""
     until = time.monotonic() + seconds
@@ -81,7 +87,9 @@ def _wait_to_restart(seconds, deadline, forwarder):
     return None
 
 
-def _supervise(start, command, args, forwarder, watcher):
+def _supervise(start: Callable[[], list[tasks_lib.Task]], command: Sequence[str],
+               args: argparse.Namespace, forwarder: Forwarder,
+               watcher: reaper.Reaper) -> tuple[End, int]:
     """Runs the cluster ``start()`` starts, again after a failure while ``--max-restarts``
     allows and the command does not fail at start; returns the last run's ``End`` and
     the restarts made. ``forwarder.tasks`` is the group started last, for the caller to
@@ -107,14 +115,15 @@ def _supervise(start, command, args, forwarder, watcher):
             return End("signalled", signum=forwarder.received[0]), restart
         restart += 1
         wait = backoff.next_wait(ran)
-        print(restarts.restart_line(end.task.name, end.why, restart, args.max_restarts, wait,
+        task = cast(tasks_lib.Task, end.task)  # A failed run names its task.
+        print(restarts.restart_line(task.name, end.why, restart, args.max_restarts, wait,
                                     model_dir), file=sys.stderr, flush=True)
         waited = _wait_to_restart(wait, deadline, forwarder)
         if waited:
             return waited, restart
 
 
-def _grace(end):
+def _grace(end: End) -> float:
     """How long the tasks left after ``end`` get to stop after SIGTERM."""
     if end.outcome == "signalled":
         return _SIGNALLED_GRACE_SECONDS
@@ -123,10 +132,12 @@ def _grace(end):
     return _SIGNALLED_GRACE_SECONDS if end.outcome == "stopped" else tasks_lib.STOP_GRACE_SECONDS
 
 
-def _report(end, restart, args):
+def _report(end: End, restart: int, args: argparse.Namespace) -> int:
     """Prints the line of an ``End`` other than done; returns the exit code."""
+    # Each is set on the ends that read it below.
+    task, signum = cast(tasks_lib.Task, end.task), cast(int, end.signum)
     if end.outcome == "signalled":
-        return 128 + end.signum
+        return 128 + signum
     if end.outcome == "timeout":
         print(f"launch: tasks still running after --timeout {args.timeout} s; stopping them"
               if end.why == "running" else
@@ -134,35 +145,36 @@ def _report(end, restart, args):
               file=sys.stderr)
         return 124
     if end.outcome == "stopped":
-        print(f"launch: {end.task.name} {end.why}; stopping the other tasks", file=sys.stderr)
-        return 128 + end.signum
+        print(f"launch: {task.name} {end.why}; stopping the other tasks", file=sys.stderr)
+        return 128 + signum
     if end.outcome == "failed":
-        code = end.task.process.returncode
+        code = task.process.returncode
         after = f" after {restart} restart{'s' if restart > 1 else ''}" if restart else ""
         if restart < args.max_restarts:  # Restarts left: the command failed at start.
             after = (f" at start in {restarts.START_FAILURES} runs in a row (each within "
                      f"{restarts.START_SECONDS} s, no new checkpoint): a command that fails "
                      "at start is not restarted")
-        print(f"launch: {end.task.name} {end.why}{after}; stopping the other tasks",
+        print(f"launch: {task.name} {end.why}{after}; stopping the other tasks",
               file=sys.stderr)
         return code if code > 0 else 1
     return 0
 
 
-def _starter(command, args, watcher):
+def _starter(command: Sequence[str], args: argparse.Namespace,
+             watcher: reaper.Reaper) -> Callable[[], list[tasks_lib.Task]]:
     """The function that starts the tasks once per run: this node's share of a multi-host
     cluster, or a local cluster on fresh ports."""
     if args.nodes:
-        def start():
+        def start() -> list[tasks_lib.Task]:
             return tasks_lib.start_node(command, args, watcher)
     else:
-        def start():
+        def start() -> list[tasks_lib.Task]:
             return tasks_lib.start_local(command, args.workers, args.ps, args.evaluator,
                                          watcher)
     return start
 
 
-def run(command, args):
+def run(command: Sequence[str], args: argparse.Namespace) -> int:
     """Runs ``command`` once per task of the cluster ``args`` (the launch command's flags,
     validated) describe, until the job ends; returns the launcher's exit code."""
     # Before the namespace switch: an unprivileged launcher in its own user namespace may

@@ -8,8 +8,11 @@
 - A chief, worker or evaluator that exits 0 ends nothing: the run is done when all of
   them have (the parameter servers then get SIGTERM).
 """
+from __future__ import annotations
+
 import signal
 import typing
+from typing import Sequence
 
 from estimator_dist.supervisor import restarts
 from estimator_dist.supervisor.tasks import Task
@@ -26,12 +29,12 @@ class End(typing.NamedTuple):
     signum: typing.Optional[int] = None
 
 
-def _names(tasks):
+def _names(tasks: Sequence[Task]) -> str:
     names = [t.name for t in tasks]
     return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + ", and " + names[-1]
 
 
-def end_of(task, trainers):
+def end_of(task: Task, trainers: Sequence[Task]) -> End | None:
     """The ``End`` that ``task`` makes of the run by its exit, or None (running, or a
     chief, worker or evaluator done, or a ps no trainer needs any more)."""
     code = task.process.poll()

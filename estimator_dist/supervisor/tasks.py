@@ -4,6 +4,8 @@ Each task runs in a process group of its own (so a signal reaches what it starts
 its output prefixed with its name; the launcher's reaper (``reaper.Reaper``) watches
 every group it starts. A group is started and stopped whole.
 """
+from __future__ import annotations
+
 import os
 import signal
 import socket
@@ -11,14 +13,19 @@ import subprocess
 import sys
 import threading
 import time
+from typing import IO, TYPE_CHECKING, Sequence
 
 from estimator_dist.distribute import cluster
 from estimator_dist.errors import UsageError
 
+if TYPE_CHECKING:
+    import argparse
+    from estimator_dist.supervisor.reaper import Reaper
+
 STOP_GRACE_SECONDS = 10
 
 
-def free_ports(count):
+def free_ports(count: int) -> list[int]:
     """``count`` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
     sockets = []
     try:
@@ -32,7 +39,7 @@ def free_ports(count):
             sock.close()
 
 
-def _pipe_lines(stream, prefix, out):
+def _pipe_lines(stream: IO[bytes], prefix: str, out: IO[str]) -> None:
     for line in iter(stream.readline, b""):
         out.write(f"[{prefix}] {line.decode(errors='replace')}")
         out.flush()
@@ -42,7 +49,7 @@ def _pipe_lines(stream, prefix, out):
 class Task:
     """One task process and the thread that prefixes its output."""
 
-    def __init__(self, task_type, index, command, tf_config):
+    def __init__(self, task_type: str, index: int, command: Sequence[str], tf_config: str) -> None:
         self.name = f"{task_type} {index}"
         self.task_type = task_type
         env = dict(os.environ, TF_CONFIG=tf_config)
@@ -52,7 +59,7 @@ class Task:
                                        args=(self.process.stdout, self.name, sys.stdout))
         self.reader.start()
 
-    def signal(self, signum):
+    def signal(self, signum: int) -> None:
         if self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signum)
@@ -60,14 +67,15 @@ class Task:
                 pass
 
 
-def start_local(command, num_workers, num_ps, evaluator, watcher):
+def start_local(command: Sequence[str], num_workers: int, num_ps: int, evaluator: bool,
+                watcher: Reaper) -> list[Task]:
     """Starts every task of a local cluster on free ports of 127.0.0.1."""
     spec, tasks = cluster.local_cluster(free_ports(num_workers + num_ps), num_workers,
                                         num_ps=num_ps, evaluator=evaluator)
     return _start_tasks(command, spec, tasks, watcher)
 
 
-def start_node(command, args, watcher):
+def start_node(command: Sequence[str], args: argparse.Namespace, watcher: Reaper) -> list[Task]:
     """Starts this node's tasks of a multi-host cluster (``args``: the launch flags
     ``--nodes``, ``--node-rank``, ``--hosts``, ``--base-port``, the task counts)."""
     spec, tasks, nodes = cluster.multi_host_cluster(args.hosts, args.base_port, args.workers,
@@ -76,7 +84,8 @@ def start_node(command, args, watcher):
     return _start_tasks(command, spec, mine, watcher)
 
 
-def _start_tasks(command, spec, tasks, watcher):
+def _start_tasks(command: Sequence[str], spec: cluster.Cluster, tasks: Sequence[cluster.Task],
+                 watcher: Reaper) -> list[Task]:
     """Starts one ``Task`` per (task_type, index) of cluster ``spec``, each watched by
     ``watcher`` (a ``reaper.Reaper``)."""
     started = []
@@ -92,7 +101,8 @@ def _start_tasks(command, spec, tasks, watcher):
     return started
 
 
-def stop(tasks, watcher, signum=signal.SIGTERM, grace=STOP_GRACE_SECONDS):
+def stop(tasks: Sequence[Task], watcher: Reaper, signum: int | None = signal.SIGTERM,
+         grace: float = STOP_GRACE_SECONDS) -> None:
     """Signals the tasks (unless ``signum`` is None), then kills those alive after ``grace``;
     ``watcher`` forgets each once it has ended."""
     for task in tasks:

@@ -179,9 +179,9 @@ def test_gpu_check_on_cpu_devices_passes_every_row(python_run):
 
 
 def test_versions_benchmark_runs_both_ends(python_run, other_end_python):
-    import sys  # pylint: disable=import-outside-toplevel
+    import sys
 
-    from estimator_dist import mends  # pylint: disable=import-outside-toplevel
+    from estimator_dist import mends
 
     pythons = [sys.executable, other_end_python]
     if mends.tensorflow_release() != "2.15":

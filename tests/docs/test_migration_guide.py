@@ -78,7 +78,6 @@ def test_guide_pairs_each_have_an_estimator_then_a_tf2_block():
 
 def test_guide_names_only_tests_that_exist():
     named = set(re.findall(r"`(test_\w+)`", _read_guide()))
-    # pylint: disable=import-outside-toplevel
     from tests.estimator_dist import test_migrate
     from tests.estimator_dist.commands import test_migrate_safety
     from tests.estimator_dist.job import test_engines

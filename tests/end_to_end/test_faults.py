@@ -140,7 +140,7 @@ _IDS = [entry[0] for entry in REFUSED]
 def _write_tfrecords(tmp_path):
     x = np.arange(120, dtype=np.float32).reshape(40, 3) / 100
     path = write_tfrecords({"x": x}, tmp_path / "good", num_shards=1, labels=np.arange(40) % 3)[0]
-    data = open(path, "rb").read()  # pylint: disable=consider-using-with
+    data = open(path, "rb").read()
     (tmp_path / "truncated.tfrecord").write_bytes(data[:-20])
     corrupt = bytearray(data)
     corrupt[len(data) // 40 + 20] ^= 0xFF  # Inside record 1.
@@ -156,7 +156,7 @@ def trained_once(tmp_path_factory):
     model_dir = str(tmp_path_factory.mktemp("faults") / "trained")
     training.run(RunSettings(max_steps=4, save_checkpoints_steps=2, export=False,
                              params={"hidden_units": [4]}, model_dir=model_dir),
-                 stream=open(os.devnull, "w"))  # pylint: disable=consider-using-with
+                 stream=open(os.devnull, "w"))
     return model_dir
 
 
@@ -407,7 +407,7 @@ def test_report_output_unwritable_is_one_line(output, message, trained, tmp_path
 
 
 def test_report_disk_full_is_one_line_exit_1(trained, tmp_path, capsys, monkeypatch):
-    from matplotlib import figure  # pylint: disable=import-outside-toplevel
+    from matplotlib import figure  # Late: optional (the report extra).
 
     def full(*_, **__):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -18,7 +18,7 @@ def test_newest_step_reads_the_state_file_as_text(tmp_path):
 
 
 def test_newest_step_agrees_with_tensorflow(tmp_path):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
     step = tf.Variable(0, dtype=tf.int64)
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), str(tmp_path),
                                          max_to_keep=2, checkpoint_name="model.ckpt")

@@ -210,4 +210,4 @@ def test_public_api_spelled_out_for_static_tools():
                    and getattr(node.test, "id", None) == "TYPE_CHECKING")
     imported = {alias.name: node.module for node in guarded.body
                 for alias in node.names}
-    assert imported == estimator_dist._EXPORTS  # pylint: disable=protected-access
+    assert imported == estimator_dist._EXPORTS

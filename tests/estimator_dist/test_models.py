@@ -25,7 +25,7 @@ def test_entry_loads_its_model_fn_params_and_resolver(name, module, model_fn):
 
 
 def test_cli_choices_are_the_table():
-    (action,) = [a for a in train.train_parser()._actions  # pylint: disable=protected-access
+    (action,) = [a for a in train.train_parser()._actions
                  if "--model" in a.option_strings]
     assert tuple(action.choices) == models.NAMES == ("dense", "lstm")
 
@@ -39,7 +39,7 @@ def test_settings_refuse_a_name_outside_the_table():
 def test_to_keras_refuses_a_name_outside_the_table(tmp_path):
     with pytest.raises(UsageError, match=r"^model must be one of dense, lstm\. "
                                          r"Received: model='cnn'$"):
-        keras_conversion._recorded_model(  # pylint: disable=protected-access
+        keras_conversion._recorded_model(
             str(tmp_path), "cnn", {})
 
 

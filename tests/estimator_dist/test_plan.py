@@ -67,7 +67,6 @@ def test_plan_asynchronous_workers_each_step_a_whole_batch(monkeypatch):
         {"cluster": _CLUSTER, "task": {"type": "worker", "index": 1}}))
     kind = strategy_table.kind_of("parameter_server")
     task = plan.task_of("parameter_server")
-    # pylint: disable=protected-access
     ps_plan = plan.Plan(kind=kind, config=None, replicas=plan._replicas(kind, None, task),
                         task=task)
     assert ps_plan.replicas == 1
@@ -81,7 +80,6 @@ def test_plan_collectives_add_the_peer_failure_hook(monkeypatch):
          "task": {"type": "worker", "index": 0}}))
     kind = strategy_table.kind_of("multi_worker")
     task = plan.task_of("multi_worker")
-    # pylint: disable=protected-access
     mw_plan = plan.Plan(kind=kind, config=None, replicas=plan._replicas(kind, None, task),
                         task=task)
     assert (mw_plan.replicas, mw_plan.is_chief) == (2, True)

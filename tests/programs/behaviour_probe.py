@@ -16,7 +16,7 @@ import sys
 
 # tf.estimator on TensorFlow 2.16+: the import-scope mends only (nothing on 2.15); no
 # other mend is installed without make_run_config.
-import estimator_dist  # noqa: F401  pylint: disable=unused-import
+import estimator_dist  # noqa: F401  (imported for its mends)
 import tensorflow as tf
 
 from tests.programs import tf1_models

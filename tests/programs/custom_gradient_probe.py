@@ -18,7 +18,7 @@ import sys
 
 # tf.estimator on TensorFlow 2.16+: the import-scope mends only (nothing on 2.15); no
 # other mend is installed without make_run_config.
-import estimator_dist  # noqa: F401  pylint: disable=unused-import
+import estimator_dist  # noqa: F401  (imported for its mends)
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
@@ -35,7 +35,7 @@ def _estimator(how, model_fn, params, model_dir):
     settings = {"model_dir": model_dir, "save_checkpoints_steps": None,
                 "log_step_count_steps": None}
     if how == "mended":
-        import estimator_dist  # pylint: disable=import-outside-toplevel
+        import estimator_dist
 
         config = estimator_dist.make_run_config("default", **settings)
     else:

@@ -11,7 +11,7 @@ import sys
 
 # tf.estimator on TensorFlow 2.16+: the import-scope mends only (nothing on 2.15); no
 # other mend is installed without make_run_config.
-import estimator_dist  # noqa: F401  pylint: disable=unused-import
+import estimator_dist  # noqa: F401  (imported for its mends)
 import tensorflow as tf
 
 from tests.programs import tf1_models
@@ -33,7 +33,7 @@ def main(how, model_dir):
         hook = tf.estimator.experimental.stop_if_no_decrease_hook(estimator, "loss", 100,
                                                                   **timing)
         estimator.train(tf1_models.context_input_fn(x, y, 16), max_steps=6, hooks=[hook])
-    except Exception as error:  # pylint: disable=broad-except
+    except Exception as error:  # Any failure is the probe's result.
         print(f"ERROR {type(error).__name__}: {str(error).strip().splitlines()[0]}")
         return
     print("FINISHED")

@@ -13,7 +13,7 @@ import sys
 
 # tf.estimator on TensorFlow 2.16+: the import-scope mends only (nothing on 2.15); no
 # other mend is installed without make_run_config.
-import estimator_dist  # noqa: F401  pylint: disable=unused-import
+import estimator_dist  # noqa: F401  (imported for its mends)
 import tensorflow as tf
 
 from tests.end_to_end.legacy.programs import iris_data
@@ -47,7 +47,7 @@ def main(model_dir):
             estimator,
             tf.estimator.TrainSpec(lambda: _rows_in_order(train_x, train_y, 16), max_steps=4),
             tf.estimator.EvalSpec(lambda: iris_data.train_input_fn(train_x, train_y, 16)))
-    except Exception as error:  # pylint: disable=broad-except
+    except Exception as error:  # Any failure is the probe's result.
         print(f"ERROR {type(error).__name__}: {str(error).strip().splitlines()[0]}", flush=True)
         return
     print("FINISHED", flush=True)

@@ -61,7 +61,7 @@ def _run(name, make_config, model_dir):
     try:
         program = importlib.import_module(f"tests.end_to_end.legacy.programs.{name}")
         result = program.main(make_config, os.path.join(model_dir, name))
-    except Exception as error:  # pylint: disable=broad-except
+    except Exception as error:  # Any failure is the program's result.
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         print(f"ERROR {name} {type(error).__name__}: {first}", flush=True)
         return False
@@ -72,10 +72,10 @@ def _run(name, make_config, model_dir):
 def main(argv=None):
     args = _parser().parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
     if args.behaviour == "tf1":
         tf.compat.v1.disable_v2_behavior()
-    import estimator_dist  # pylint: disable=import-outside-toplevel
+    import estimator_dist
     make_config = functools.partial(estimator_dist.make_run_config, args.strategy,
                                     **_strategy_args(args.strategy, tf))
     outcomes = [_run(name, make_config, args.model_dir) for name in args.programs]

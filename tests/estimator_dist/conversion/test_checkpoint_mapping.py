@@ -152,7 +152,7 @@ def test_build_keras_model_of_the_other_keras_names_it():
 def test_migrate_mapping_flags_checked(argv, match):
     args = migrate.migrate_parser().parse_args(argv)
     with pytest.raises(UsageError, match=match):
-        migrate._mapping_mode(args)  # pylint: disable=protected-access
+        migrate._mapping_mode(args)
 
 
 @pytest.mark.slow

@@ -135,7 +135,7 @@ def test_task_from_env_resolves_once_per_process(monkeypatch):
     resolve = cluster_sources.resolve_cluster
     monkeypatch.setattr(cluster_sources, "resolve_cluster",
                         lambda environ: calls.append(1) or resolve(environ))
-    cluster_sources._resolved.cache_clear()  # pylint: disable=protected-access
+    cluster_sources._resolved.cache_clear()
     tasks = [cluster_sources.task_from_env() for _ in range(3)]
     assert tasks[0].task_index == 1 and len(calls) == 1
 
@@ -267,7 +267,7 @@ def test_multi_worker_strategy_refuses_master_task_type():
     """The fact behind renaming 'master' to 'chief' (read: multi_worker_util)."""
     spec = tf.train.ClusterSpec({"master": ["a:1"], "worker": ["b:2"]})
     with pytest.raises(ValueError, match=r"Disallowed task type found in cluster spec"):
-        multi_worker_util._validate_cluster_spec(spec, "master", 0)  # pylint: disable=protected-access
+        multi_worker_util._validate_cluster_spec(spec, "master", 0)
 
 
 @pytest.mark.parametrize("filename", sorted(os.listdir(_DOCS)))

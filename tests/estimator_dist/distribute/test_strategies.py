@@ -11,7 +11,7 @@ from estimator_dist.mends import bfloat16_all_reduce
 
 def _two_replica_strategy():
     strategies.setup_cpu_replicas(2)
-    return strategies._MirroredStrategy(  # pylint: disable=protected-access
+    return strategies._MirroredStrategy(
         ["/cpu:0", "/cpu:1"],
         cross_device_ops=tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0"))
 

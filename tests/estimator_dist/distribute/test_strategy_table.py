@@ -17,7 +17,7 @@ def test_strategies_each_name_has_a_builder_or_is_tpu():
 
 
 def test_cli_choices_are_the_table():
-    (action,) = [a for a in train.train_parser()._actions  # pylint: disable=protected-access
+    (action,) = [a for a in train.train_parser()._actions
                  if "--strategy" in a.option_strings]
     assert tuple(action.choices) == strategy_table.NAMES
 

@@ -60,7 +60,7 @@ def test_no_thread_of_this_process_trains_outside_estimator():
 
 
 def test_watch_starts_one_thread_however_often_called(monkeypatch):
-    watch, done = ps_watch._Watch(), threading.Event()  # pylint: disable=protected-access
+    watch, done = ps_watch._Watch(), threading.Event()
     monkeypatch.setattr(ps_watch, "_WATCH", watch)
     monkeypatch.setattr(ps_watch, "_run", lambda watch: done.wait())  # Ends with the test.
     spec = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
@@ -81,7 +81,7 @@ def test_watch_starts_one_thread_however_often_called(monkeypatch):
 
 def test_check_while_training_names_a_ps_refused_for_its_bound(monkeypatch, tmp_path):
     port = free_ports(1)[0]  # Nothing listens there: refused, as a ps that is gone.
-    watch = ps_watch._Watch()  # pylint: disable=protected-access
+    watch = ps_watch._Watch()
     watch.ps, watch.me = (("ps 0", "127.0.0.1", str(port)),), "chief 0"
     monkeypatch.setattr(internals, "estimator_training", lambda: (1, str(tmp_path)))
     assert ps_watch.check(watch) is None  # Failing since now only.
@@ -102,7 +102,7 @@ def test_gone_ps_ends_the_process_through_process_exit(monkeypatch):
     monkeypatch.setattr(ps_watch, "check", lambda watch: "ps_watch: chief 0 stopped training")
     previous = process_exit.set_handler(lambda code, line: ended.append((code, line)))
     try:
-        ps_watch._run(ps_watch._Watch())  # pylint: disable=protected-access
+        ps_watch._run(ps_watch._Watch())
     finally:
         process_exit.set_handler(previous)
     assert ended == [(ps_watch.EXIT_CODE, "ps_watch: chief 0 stopped training")]

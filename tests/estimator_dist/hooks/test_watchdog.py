@@ -83,13 +83,13 @@ def test_stall_ends_the_process_through_process_exit(monkeypatch):
     """The watchdog hands its line to ``process_exit.end``; a program's own handler that
     returns keeps the process, and the watchdog stops."""
     ended = []
-    watch = watchdog._Watch()  # pylint: disable=protected-access
+    watch = watchdog._Watch()
     watch.timeout, watch.cluster, watch.me = 0.04, {"worker": ["127.0.0.1:1"]}, "worker 0"
     monkeypatch.setattr(watchdog, "_stalled", lambda watch: 1.0)
     monkeypatch.setattr(peer_failure, "silent_peers", lambda cluster, me: [])
     previous = process_exit.set_handler(lambda code, line: ended.append((code, line)))
     try:
-        watchdog._run(watch)  # pylint: disable=protected-access
+        watchdog._run(watch)
     finally:
         process_exit.set_handler(previous)
     assert ended == [(watchdog.EXIT_CODE, watchdog.stall_message("worker 0", 0.04, []))]

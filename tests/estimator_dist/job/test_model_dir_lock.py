@@ -89,9 +89,9 @@ def test_heartbeat_refreshes_the_lock_mtime(tmp_path, monkeypatch):
 
 def test_take_over_puts_back_a_lock_that_is_no_longer_the_stale_one(tmp_path):
     lock = _write_lock(tmp_path, pid=_dead_pid())
-    judged = model_dir_lock._read(lock)  # pylint: disable=protected-access
+    judged = model_dir_lock._read(lock)
     _write_lock(tmp_path)  # Another run took it over in between: live.
-    assert not model_dir_lock._take_over(lock, judged)  # pylint: disable=protected-access
+    assert not model_dir_lock._take_over(lock, judged)
     assert json.loads(open(lock, encoding="utf-8").read())["pid"] == os.getpid()
     assert os.listdir(tmp_path) == [model_dir_lock.FILENAME]
 

@@ -154,5 +154,5 @@ def test_progress_reports_recreated_session_and_steps_lost(model_dir, capsys,
 
 def test_recovery_without_restore_says_training_goes_on(capsys):
     """A worker that is not the chief restores nothing: its step goes on."""
-    progress._report_recovery(120, 121)  # pylint: disable=protected-access
+    progress._report_recovery(120, 121)
     assert capsys.readouterr().err.endswith("; training goes on from step 121.\n")

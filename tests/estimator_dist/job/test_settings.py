@@ -132,7 +132,7 @@ def test_numeric_setting_past_bound_refused(name):
 
 
 def test_every_numeric_flag_states_its_bound_in_help():
-    from estimator_dist.commands import train  # pylint: disable=import-outside-toplevel
+    from estimator_dist.commands import train
 
     text = " ".join(train.train_parser().format_help().split())
     for name, limit in settings_lib.MAXIMA.items():

@@ -300,7 +300,7 @@ def test_train_saved_words_by_role(monkeypatch, tmp_path, task_type, index, chie
     spec, _ = cluster.local_cluster([2222, 2223], 2, evaluator=True)
     monkeypatch.setenv("TF_CONFIG", cluster.TFConfig(spec, task_type, index).to_json())
     settings = settings_lib.RunSettings(strategy="multi_worker", model_dir=str(tmp_path))
-    words = train_lib._saved_words(settings)()  # pylint: disable=protected-access
+    words = train_lib._saved_words(settings)()
     assert words == (f"{tmp_path} holds no checkpoint yet" if chief
                      else stop_deadline.WRITES_NO_CHECKPOINTS)
 

@@ -13,16 +13,16 @@ import sys
 def _error(action):
     try:
         action()
-    except Exception as error:  # pylint: disable=broad-except
+    except Exception as error:  # Any failure is the probe's result.
         return f"{type(error).__name__}: {error}"
     return None
 
 
 def _keras_layers_in_model_fn():
     """Trains and evaluates a model_fn of tf.keras layers (new graph per call)."""
-    import tempfile  # pylint: disable=import-outside-toplevel
+    import tempfile
 
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # Late: loads TensorFlow.
 
     def model_fn(features, labels, mode):
         logits = tf.keras.layers.Dense(2)(tf.keras.layers.Dense(4)(features["x"]))
@@ -43,9 +43,10 @@ def _keras_layers_in_model_fn():
 
 def main():
     if "--package-first" in sys.argv:
-        import estimator_dist  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    from tensorflow.python.util import tf_export  # pylint: disable=import-outside-toplevel
+        import estimator_dist  # noqa: F401  (imported for its mends)
+    # Late: loads TensorFlow.
+    import tensorflow as tf
+    from tensorflow.python.util import tf_export
 
     def import_module(name):
         return lambda: __import__(name)

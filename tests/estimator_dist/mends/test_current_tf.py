@@ -153,7 +153,7 @@ def test_canned_estimator_trains_with_user_keras_untouched(tmp_path):
 
 
 def test_tpu_stand_in_names_the_piece_when_used():
-    from tensorflow.python.tpu import tpu_embedding  # pylint: disable=import-outside-toplevel
+    from tensorflow.python.tpu import tpu_embedding  # Late: loads TensorFlow.
 
     if not CURRENT:  # TensorFlow's own module, as tensorflow-estimator found it.
         assert tpu_embedding.TableConfig.__module__ == "tensorflow.python.tpu.tpu_embedding"
@@ -182,7 +182,7 @@ def test_keras_3_model_refused_by_model_to_estimator_in_one_line(tmp_path):
 def test_tf_keras_model_converted_by_model_to_estimator(tmp_path):
     """tf-keras on 2.16+; on 2.15 ``tf.keras`` is the same Keras 2."""
     if CURRENT:
-        import tf_keras  # pylint: disable=import-outside-toplevel
+        import tf_keras  # Late: loads Keras.
     else:
         tf_keras = tf.keras
     model = tf_keras.Sequential([tf_keras.layers.Dense(2, input_shape=[3], name="logits")])

@@ -76,7 +76,7 @@ class _ClusterStrategy:
 def test_a_cluster_keeps_tf_rule_of_checking_by_steps(model_dir):
     """Workers must check at the same step (the stop signal is summed over them)."""
     estimator = _mirrored_estimator(model_dir)
-    estimator._config._train_distribute = _ClusterStrategy()  # pylint: disable=protected-access
+    estimator._config._train_distribute = _ClusterStrategy()
     with pytest.raises(ValueError, match="run_every_secs should not be set"):
         tf.estimator.experimental.make_early_stopping_hook(estimator, lambda: True)
 

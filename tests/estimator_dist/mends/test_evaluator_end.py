@@ -76,7 +76,7 @@ def _start_evaluator(monkeypatch, model_dir, max_steps, **eval_spec):
 @pytest.fixture(autouse=True)
 def _first_wait_line_printed(monkeypatch):
     """Each test's first long wait prints its line (at most one a minute per process)."""
-    monkeypatch.setitem(evaluator_end._announced, "at", None)  # pylint: disable=protected-access
+    monkeypatch.setitem(evaluator_end._announced, "at", None)
 
 
 @pytest.mark.slow

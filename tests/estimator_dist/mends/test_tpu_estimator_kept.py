@@ -89,7 +89,7 @@ def test_make_estimator_eval_batch_not_divisible_refused(model_dir):
 
 def test_make_estimator_batch_sizes_kept_in_deep_copies(model_dir):
     """A cluster's workers train deep copies of the Estimator: the copies keep the sizes."""
-    import copy  # pylint: disable=import-outside-toplevel
+    import copy
 
     config = estimator_dist.make_run_config(model_dir=model_dir)
     seen = []

@@ -112,6 +112,11 @@ def _add_distribution_flags(parser: argparse.ArgumentParser,
                        help="compute in bfloat16 (CPUs with bfloat16 units, TPUs) or float16 "
                             "(GPUs, dynamic loss scaling); variables and checkpoints stay "
                             "float32 (default: none, float32; see docs/precision.md)")
+    group.add_argument("--sparse-gradients", choices=strategy_table.SPARSE_GRADIENTS,
+                       help="with --strategy multi_worker, how sparse gradients (embedding, "
+                            "linear and crossed columns) cross between workers: as the rows "
+                            "a step touched or dense by each table's bytes (auto), always as "
+                            "rows, or always dense (default: auto; see docs/strategies.md)")
 
 
 def _add_run_flags(parser: argparse.ArgumentParser, defaults: settings_lib.RunSettings) -> None:

@@ -244,9 +244,7 @@ def _packing_options(options: dict[str, Any]) -> dict[str, int]:
     return {"bytes_per_pack": bytes_per_pack}
 
 
-# How sparse gradients cross between workers (mend sparse_gradients): by its rule, always
-# as rows, always dense.
-SPARSE_GRADIENTS = ("auto", "rows", "dense")
+SPARSE_GRADIENTS = strategy_table.SPARSE_GRADIENTS
 # The dtypes float32 values may be all-reduced in across workers (float32: TensorFlow's own).
 _REDUCTION_DTYPES = ("bfloat16", "float32")
 

@@ -82,6 +82,9 @@ def names_where(fact: Callable[..., bool]) -> tuple[str, ...]:
 
 NAMES = tuple(STRATEGIES)
 CLUSTER_NAMES = names_where(lambda kind: kind.cluster)
+# How "multi_worker" sends sparse gradients between workers (mend sparse_gradients): by
+# each table's bytes, always as rows, always dense.
+SPARSE_GRADIENTS = ("auto", "rows", "dense")
 
 
 def kind_of(name: str) -> StrategyKind:

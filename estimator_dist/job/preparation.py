@@ -65,6 +65,8 @@ def _strategy_plan(settings: RunSettings, kind: strategy_table.StrategyKind,
         kwargs["rendezvous_timeout"] = settings.rendezvous_timeout
     kwargs["steps_per_run"] = _steps_per_run(settings, kind)
     kwargs["mixed_precision"] = settings.mixed_precision
+    if settings.sparse_gradients:
+        kwargs["sparse_gradients"] = settings.sparse_gradients
     return plan_lib.resolve(kind, task, num_replicas=settings.num_replicas,
                             model_dir=settings.model_dir, **kwargs)
 

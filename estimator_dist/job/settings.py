@@ -105,6 +105,9 @@ class RunSettings:
     # None: DEFAULT_STEPS_PER_RUN where it applies, else 1.
     steps_per_run: int | None = _setting(rule=_POSITIVE_INT, at_most=10_000)
     mixed_precision: str | None = _setting()  # None: float32; "bfloat16" or "float16".
+    # None: "auto" (strategy_table.SPARSE_GRADIENTS).
+    sparse_gradients: str | None = _setting(
+        only_if=("strategy", "multi_worker", lambda settings: settings.kind.collectives))
     export: bool = _setting(True, rule=_check_bool, record=run_record.CARRIED)
     # None: MODEL_DIR/export.
     export_dir: str | None = _setting(rule=_check_optional_str, record=run_record.CARRIED,
@@ -115,6 +118,9 @@ class RunSettings:
         models.model_of(self.model)
         _check_choice("strategy", self.strategy, strategy_table.NAMES)
         precision.check_mixed_precision(self.mixed_precision)
+        if self.sparse_gradients is not None:
+            _check_choice("sparse_gradients", self.sparse_gradients,
+                          strategy_table.SPARSE_GRADIENTS)
         for rule in _RULES:
             for field in dataclasses.fields(self):
                 if field.metadata["rule"] is rule:

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from estimator_dist import run_record
 from estimator_dist.commands import train
-from estimator_dist.job import events, training
+from estimator_dist.job import events, preparation, training
 from estimator_dist.job.settings import RunSettings
 from estimator_dist.models import MODELS
 from tests.train_support import keep_tf_logging, run_main  # noqa: F401
@@ -209,3 +209,34 @@ def test_summary_of_evaluator_task_has_no_training_line(capsys):
     train._print_summary(result)
     assert capsys.readouterr().out.splitlines() == [
         "metrics    accuracy 0.5000  (step 40)", "model dir  runs/a", "wall time  3.0 s"]
+
+
+def test_sparse_gradients_flag_with_an_unknown_value_exits_2_in_one_line(capsys):
+    code, out, err = run_main(["--strategy", "multi_worker", "--sparse-gradients", "sparse"],
+                              capsys)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        "python -m estimator_dist.train: error: argument --sparse-gradients: invalid choice: "
+        "'sparse' (choose from 'auto', 'rows', 'dense')"]
+
+
+def test_sparse_gradients_flag_reaches_make_run_config(monkeypatch):
+    reached = {}
+
+    def resolve(strategy, task, **kwargs):
+        reached.update(kwargs, strategy=strategy)
+        raise _Prepared()
+
+    monkeypatch.setattr(preparation.plan_lib, "resolve", resolve)
+    settings = _settings(["--strategy", "multi_worker", "--sparse-gradients", "rows",
+                          "--max-steps", "10"])
+    with pytest.raises(_Prepared):
+        preparation._strategy_plan(settings, settings.kind, None)
+    assert (reached["strategy"].name, reached["sparse_gradients"]) == ("multi_worker", "rows")
+
+
+def test_sparse_gradients_flag_without_multi_worker_refused(capsys):
+    code, _, err = run_main(["--sparse-gradients", "rows"], capsys)
+    assert code == 2
+    assert ("sparse_gradients applies to strategy='multi_worker' only. Received: "
+            "sparse_gradients='rows' with strategy='default'") in err

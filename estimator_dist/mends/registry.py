@@ -210,9 +210,11 @@ MENDS = {mend.name: mend for mend in (
         test="tests/end_to_end/test_end_to_end.py::"
              "test_plain_multi_worker_strategy_fails_on_sparse_gradients",
         changes="the strategy's extended _reduce_to / _batch_reduce_to: IndexedSlices cross "
-                "as rows (one all-reduce MAX of every table's row count, then per table the "
-                "rows padded to a fixed ladder of sizes, each size with its own instance "
-                "key, and all-gathered) while rows x row bytes x replicas stay within the "
+                "as rows (an optimizer's tables, their row counts and its small dense "
+                "gradients packed into one all-gather, each table's rows up to a guess set "
+                "from the last step's counts, the rest in a second all-gather, padded to a "
+                "fixed ladder of sizes, each size with its own instance key) while rows "
+                "x row bytes x replicas stay within the "
                 "dense bytes, else dense; tables under 256 KiB all-reduced dense with the "
                 "dense gradients; sparse_gradients='rows' / 'dense' forces one way",
         scope="strategy",

@@ -9,25 +9,46 @@ second step's rows fail "Shape mismatch in the collective instance" (checked wit
 raw ``all_gather_v2`` in a graph: a fixed key fails on the second shape, a key per shape
 runs).
 
-Here each table whose dense gradient is worth it crosses as rows:
+Here the tables of one reduction (an optimizer's gradients) whose dense gradient is worth
+it cross as rows, in one all-gather a step (per values dtype; two in a step whose rows
+outgrow the guess below):
 
-1. each worker sums its duplicate rows (``unique`` + ``unsorted_segment_sum``);
-2. one all-reduce MAX agrees on the step's row count of every such table at once;
-3. each worker pads its rows to the next size of a fixed ladder (ratio 2^(1/4), so at
-   most 19 % padding) and all-gathers them, indices bit-cast into one more column of the
-   values: one collective per table, each ladder size with its own instance key, so a
-   shape never changes under a key;
-4. padding rows (index -1) are dropped; the result is an ``IndexedSlices`` of every
-   worker's rows, which the optimizer applies sparsely (summing rows that several workers
-   touched, as it sums duplicates).
+1. the rows a table sends: where its ids have a static size (a ``tf.gather`` of a fixed
+   batch), that many, duplicates and all, every step; else its distinct rows (an
+   embedding lookup's gradient has them already; another's duplicates are summed);
+2. each worker packs into one vector its row count of each table without a static size,
+   the reduction's small dense gradients (below), and each table's indices (bit-cast to
+   the values' dtype) and values: all rows of a static size, else the table's guess of
+   them, padded with index -1. The vector's size is static where every table's is (one
+   instance key), else padded to the next size of a fixed ladder (ratio 2^(1/4), at most
+   19 % padding), each size under its own instance key, so a shape never changes under a
+   key;
+3. one all-gather carries it; in a step where a worker counted more rows than the guess,
+   a second all-gather (a ``cond`` on the gathered counts, the same on every worker)
+   carries the rest. The guesses, a local variable of each worker set from the gathered
+   counts (so the same on all), become the step's largest counts plus a quarter: 0 at
+   first, so the first step takes the second all-gather;
+4. the vectors are split back, padding rows dropped, dense gradients summed; each table's
+   result is an ``IndexedSlices`` of every worker's rows, which the optimizer applies
+   sparsely (summing rows that several workers touched, as it sums duplicates).
 
-The rule (docs/mends.md): a table is all-reduced dense, packed with the dense gradients,
-when its dense gradient is under ``DENSE_BELOW_BYTES`` (there a collective's latency costs
-more than the bytes); otherwise it crosses as rows in every step whose agreed rows ×
-row bytes (values + index) × workers stay within the dense tensor's bytes, and as a dense
-all-reduce in a step above that (a ``cond`` on the agreed count, the same on every
-worker). The choice for each table is printed once per process, in one line, when the
-graph is built.
+No collective agrees on a count beforehand: the counts travel with the rows. A static
+size must be the same on every worker (the same batch size), as any collective's shape
+must: where workers' batches differ, the all-gather fails "Shape mismatch". Every worker
+must read the same guesses: they start at 0, so the workers of a run start together (as
+``MultiWorkerMirroredStrategy`` requires), and each step reads them after the last step
+set them, so steps run one after another: one a ``Session.run``, or the iterations of
+``steps_per_run``'s loop, which TensorFlow runs one at a time (``parallel_iterations=1``).
+
+The rule (docs/mends.md): a table is reduced dense with the dense gradients when its
+dense gradient is under ``DENSE_BELOW_BYTES`` (there a collective's latency costs more
+than the bytes); otherwise it crosses as rows in every step whose largest count × row
+bytes (values + index) × workers stays within the dense tensor's bytes, and as a dense
+all-reduce in a step above that (a ``cond`` on the gathered counts). Dense gradients of
+the reduction ride in its all-gather while their bytes × workers stay under
+``DENSE_BELOW_BYTES`` in all (an all-gather moves workers × the bytes, an all-reduce
+about twice them); larger ones go to TensorFlow's all-reduce. The choice for each table
+is printed once per process, in one line, when the graph is built.
 """
 from __future__ import annotations
 
@@ -40,7 +61,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
 from tensorflow.python.distribute import distribute_utils
 from tensorflow.python.distribute import values as values_lib
-from tensorflow.python.ops import collective_ops
+from tensorflow.python.ops import collective_ops, resource_variable_ops
 
 from estimator_dist.mends import extended
 
@@ -48,7 +69,7 @@ from estimator_dist.mends import extended
 # all-reduce of the dense gradients: about a collective's latency × bandwidth measured
 # between two workers here (0.28 ms × 920 MB/s, docs/benchmarks.md "N hosts on paper").
 DENSE_BELOW_BYTES = 256 * 1024
-# Padded row counts: each step's agreed count is rounded up to the next of these.
+# Padded sizes: a packed vector of a size that is not static is padded to the next.
 LADDER_RATIO = 2 ** 0.25
 # Values dtypes whose indices bit-cast into one more column, and the index dtype.
 _INDEX_DTYPE = {tf.float32: tf.int32, tf.float64: tf.int64}
@@ -88,12 +109,14 @@ def ladder(limit: int) -> list[int]:
 
 
 class _Plan:
-    """How one sparse gradient crosses: its table's shape, and the most rows a step
-    sends as rows (0: always dense)."""
+    """How one sparse gradient crosses: its table's shape, the most rows a step sends as
+    rows (0: always dense), and ``static``, the rows every step sends where the ids'
+    static size gives them within that most (else None: a count gathered each step)."""
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: tf.DType, workers: int,
                  mode: str) -> None:
         self.name, self.shape, self.dtype = name, shape, dtype
+        self.static: int | None = None
         self.width = int(np.prod(shape[1:], dtype=np.int64))
         self.dense_bytes = int(shape[0]) * self.width * dtype.size
         self.row_bytes = (self.width + 1) * dtype.size
@@ -111,7 +134,8 @@ class _Plan:
                         f"({_size(self.dense_bytes)} dense, {self.row_bytes} B a row)")
 
     def describe(self) -> str:
-        return f"{self.name} {list(self.shape)} {self.why}"
+        static = f", {self.static:,} rows a step by the ids' static size" if self.static else ""
+        return f"{self.name} {list(self.shape)} {self.why}{static}"
 
 
 def _size(count: float) -> str:
@@ -138,15 +162,52 @@ def _plan(value: Any, destination: Any, workers: int, mode: str) -> _Plan | None
     if index_dtype is None or shape[0] >= np.iinfo(index_dtype.as_numpy_dtype).max:
         return None
     name = getattr(destination, "name", None) or slices[0].values.name
-    return _Plan(name.split(":")[0], tuple(int(d) for d in shape), dtype, workers, mode)
+    plan = _Plan(name.split(":")[0], tuple(int(d) for d in shape), dtype, workers, mode)
+    static = {s.indices.shape.num_elements() for s in slices}
+    if len(static) == 1 and None not in static and 0 < min(static) <= plan.max_rows:
+        plan.static = static.pop()
+    return plan
 
 
-def _deduplicated(slices: tf.IndexedSlices, plan: _Plan) -> tuple[tf.Tensor, tf.Tensor]:
-    """(indices, values [n, width]) of ``slices`` with duplicate rows summed."""
-    index_dtype = _INDEX_DTYPE[plan.dtype]
-    indices, positions = tf.unique(tf.cast(slices.indices, index_dtype), out_idx=tf.int32)
-    values = tf.reshape(slices.values, [-1, plan.width])
-    return indices, tf.math.unsorted_segment_sum(values, positions, tf.size(indices))
+# The gradient ops whose indices are the sorted unique values of their input 1, the ids
+# the forward pass looked up (embedding_lookup_sparse, hence embedding, linear and
+# crossed feature columns): their rows need no summing of duplicates.
+_UNIQUE_ROWS_GRADS = ("SparseSegmentSumGradV2", "SparseSegmentMeanGradV2",
+                      "SparseSegmentSqrtNGradV2")
+# A count guessed from the last step's largest: room for a quarter more rows.
+_HEADROOM = 4
+
+
+class _Rows:
+    """One replica's rows of one table: ``indices`` [n] (the values' same-width index
+    dtype) and ``values`` [n, width]; with ``plan.static`` rows, duplicates included
+    (the optimizer sums them), else distinct rows."""
+
+    def __init__(self, slices: tf.IndexedSlices, plan: _Plan) -> None:
+        self.plan = plan
+        self.indices = tf.cast(slices.indices, _INDEX_DTYPE[plan.dtype])
+        self.values = tf.reshape(slices.values, [-1, plan.width])
+        op = slices.indices.op
+        if plan.static or (op.type in _UNIQUE_ROWS_GRADS and slices.indices is op.outputs[1]):
+            return
+        self.indices, positions = tf.unique(self.indices, out_idx=tf.int32)
+        self.values = tf.math.unsorted_segment_sum(self.values, positions,
+                                                   tf.size(self.indices))
+
+    @property
+    def falls_back(self) -> bool:
+        """Whether a step may send this table dense (more rows than the rule's)."""
+        return not self.plan.static and self.plan.max_rows < self.plan.shape[0]
+
+    def sent(self, start: Any, size: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        """(indices, values) of rows [start, start + size), padded to ``size`` rows with
+        index -1; all of them where the size is static."""
+        if self.plan.static:
+            return self.indices, self.values
+        indices, values = self.indices[start:start + size], self.values[start:start + size]
+        missing = size - tf.size(indices)
+        return (tf.pad(indices, [[0, missing]], constant_values=-1),
+                tf.pad(values, [[0, missing], [0, 0]]))
 
 
 class _Collectives:
@@ -157,6 +218,7 @@ class _Collectives:
     def __init__(self, launcher: Any, options: Any) -> None:
         self._launcher = launcher
         self.group_size = launcher._group_size
+        self.device = launcher._device
         self._options = launcher._options.merge(options)
 
     def key(self) -> int:
@@ -180,31 +242,215 @@ class _Collectives:
                                             **self._common())
 
 
-def _rows_exchanged(indices: tf.Tensor, values: tf.Tensor, rows: tf.Tensor, plan: _Plan,
-                    collectives: _Collectives, sizes: Sequence[int],
-                    keys: Sequence[int]) -> tuple[tf.Tensor, tf.Tensor]:
-    """(indices, values) of every worker's rows: padded to the ladder size at or above
-    the agreed ``rows``, all-gathered under that size's key, padding dropped."""
-    index_dtype = _INDEX_DTYPE[plan.dtype]
-    step = tf.searchsorted(tf.constant(sizes, tf.int32), tf.reshape(rows, [1]))[0]
-    padded = tf.gather(tf.constant(sizes, tf.int32), step)
-    missing = padded - tf.size(indices)
-    indices = tf.concat([indices, -tf.ones([missing], index_dtype)], 0)
-    values = tf.concat([values, tf.zeros([missing, plan.width], plan.dtype)], 0)
-    packed = tf.concat([values, tf.bitcast(indices, plan.dtype)[:, None]], 1)
-    gathered = collectives.all_gather(packed, tf.gather(tf.constant(keys, tf.int32), step))
-    gathered_indices = tf.bitcast(gathered[:, plan.width], index_dtype)
-    kept = gathered_indices >= 0
-    return (tf.boolean_mask(gathered_indices, kept),
-            tf.boolean_mask(gathered[:, :plan.width], kept))
+def _all_gathered(parts: list[tf.Tensor], limit: int, collectives: _Collectives) -> tf.Tensor:
+    """[replicas, size]: every replica's ``parts`` (1-D, one dtype) concatenated, from one
+    all-gather (``_laddered``)."""
+    vector, key = _laddered(parts, limit, collectives)
+    return _gathered_rows(collectives.all_gather(vector, key), collectives)
 
 
-def _dense_exchanged(indices: tf.Tensor, values: tf.Tensor, plan: _Plan, collectives: _Collectives,
-                     key: int) -> tuple[tf.Tensor, tf.Tensor]:
-    """(indices, values) of the all-reduced dense table: every row."""
+def _laddered(parts: list[tf.Tensor], limit: int,
+              collectives: _Collectives) -> tuple[tf.Tensor, Any]:
+    """(vector, instance key) of ``parts`` (1-D, one dtype) concatenated: a static size
+    under one instance key; else the vector padded to the next size of a ladder up to
+    ``limit``, each size under its own key, so a shape never changes under a key."""
+    vector = tf.concat(parts, 0)
+    if vector.shape.num_elements() is not None:
+        return vector, collectives.key()
+    sizes = tf.constant(ladder(limit), tf.int32)
+    keys = tf.constant([collectives.key() for _ in range(sizes.shape[0])], tf.int32)
+    rung = tf.searchsorted(sizes, tf.reshape(tf.size(vector), [1]))[0]
+    vector = tf.pad(vector, [[0, tf.gather(sizes, rung) - tf.size(vector)]])
+    return vector, tf.gather(keys, rung)
+
+
+def _gathered_rows(gathered: tf.Tensor, collectives: _Collectives) -> tf.Tensor:
+    """``gathered`` (every replica's vector, one after another) as [replicas, size]."""
+    return tf.reshape(gathered, [collectives.group_size, -1])
+
+
+class _Columns:
+    """Reads consecutive column ranges of a gathered [replicas, size] tensor."""
+
+    def __init__(self, gathered: tf.Tensor) -> None:
+        self._gathered, self._start = gathered, 0
+
+    def take(self, size: Any) -> tf.Tensor:
+        start, self._start = self._start, self._start + size
+        return self._gathered[:, start:start + size]
+
+
+def _packed(sent: list[tuple[tf.Tensor, tf.Tensor]], dtype: tf.DType) -> list[tf.Tensor]:
+    """The 1-D parts of ``sent`` [(indices, values)]: every table's indices bit-cast to
+    ``dtype``, then every table's values."""
+    return ([tf.bitcast(indices, dtype) for indices, _ in sent]
+            + [tf.reshape(values, [-1]) for _, values in sent])
+
+
+def _unpacked(columns: _Columns, tables: Sequence[_Rows],
+              slots: Sequence[Any]) -> list[tuple[tf.Tensor, tf.Tensor]]:
+    """[(indices, values)] of every replica's ``slots`` rows of each of ``tables``, read
+    from ``columns`` as ``_packed`` laid them out."""
+    index_dtype = _INDEX_DTYPE[tables[0].plan.dtype]
+    indices = [tf.bitcast(tf.reshape(columns.take(slot), [-1]), index_dtype) for slot in slots]
+    return [(i, tf.reshape(columns.take(slot * table.plan.width), [-1, table.plan.width]))
+            for i, table, slot in zip(indices, tables, slots)]
+
+
+def _gathered(tables: list[_Rows], dense: list[tf.Tensor], collectives: _Collectives,
+              ) -> tuple[list[tuple[tf.Tensor, tf.Tensor]], list[tf.Tensor], dict[int, tf.Tensor]]:
+    """Every replica's (indices, values) of ``tables`` (one values dtype), padding
+    dropped, the replicas' sums of the ``dense`` tensors (that dtype) and the largest
+    row count of each table (by id; static ones left out).
+
+    One all-gather carries each table's row count (a table of static size: none), the
+    dense tensors and each table's rows: all of a static size, else as many as the
+    table's guess, padded (``_with_the_rest`` sends the others)."""
+    dtype = tables[0].plan.dtype
+    index_dtype = _INDEX_DTYPE[dtype]
+    counted = [table for table in tables if not table.plan.static]
+    parts = [tf.reshape(tensor, [-1]) for tensor in dense]
+    slots: list[Any] = [table.plan.static for table in tables]
+    guesses = _Guesses(len(counted), collectives.device) if counted else None
+    if guesses is not None:
+        counts = tf.stack([tf.size(table.indices, out_type=index_dtype) for table in counted])
+        parts.insert(0, tf.bitcast(counts, dtype))
+        for j, table in enumerate(counted):
+            slots[tables.index(table)] = guesses.read[j]
+    parts += _packed([table.sent(0, slot) for table, slot in zip(tables, slots)], dtype)
+    limit = len(counted) + sum(tensor.shape.num_elements() for tensor in dense) + sum(
+        (table.plan.static or table.plan.max_rows) * (table.plan.width + 1) for table in tables)
+    columns = _Columns(_all_gathered(parts, limit, collectives))
+    largest: Any = (tf.reduce_max(tf.cast(tf.bitcast(columns.take(len(counted)), index_dtype),
+                                          tf.int32), 0) if counted else None)
+    sums = [tf.reshape(tf.reduce_sum(columns.take(tensor.shape.num_elements()), 0),
+                       tensor.shape) for tensor in dense]
+    results = dict(zip(map(id, tables), _unpacked(columns, tables, slots)))
+    if guesses is not None:
+        results.update(_with_the_rest(results, counted, guesses, largest, collectives))
+    return ([results[id(table)] for table in tables], sums,
+            {id(table): largest[j] for j, table in enumerate(counted)})
+
+
+class _Guesses:
+    """A local int32 variable of each ``counted`` table's rows the next step's first
+    all-gather carries, 0 at first, and ``read``, its value in this step. A local
+    variable of each worker, outside the strategy (not mirrored, not saved); every worker
+    sets it from the same gathered counts, so it is the same on all of them."""
+
+    def __init__(self, count: int, device: str) -> None:
+        with tf.init_scope(), tf.device(device):
+            self.variable = resource_variable_ops.ResourceVariable(
+                tf.zeros([count], tf.int32), trainable=False, name="sparse_rows_guesses",
+                collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+        self.read = self.variable.read_value()
+
+    def update(self, largest: tf.Tensor, maxima: tf.Tensor) -> tf.Operation:
+        """The next step's guesses: the largest counts plus a quarter, at most the rule's
+        rows; 0 for a table that crossed dense (above the rule)."""
+        grown = tf.minimum(largest + largest // _HEADROOM, maxima)
+        return self.variable.assign(tf.where(largest <= maxima, grown, 0), read_value=False)
+
+
+def _with_the_rest(first: dict[int, tuple[tf.Tensor, tf.Tensor]], counted: list[_Rows],
+                   guesses: _Guesses, largest: tf.Tensor,
+                   collectives: _Collectives) -> dict[int, tuple[tf.Tensor, tf.Tensor]]:
+    """{table id: (indices, values)} of the ``counted`` tables: their ``first`` rows (by
+    table id) and, in a step where a replica counted more than the guess, the rest from
+    a second all-gather (a ``cond`` on the gathered counts, the same on every worker),
+    padding dropped. Sets the guesses for the next step."""
+    dtype = counted[0].plan.dtype
+    maxima = tf.constant([table.plan.max_rows for table in counted], tf.int32)
+    # Rows beyond the guesses, none for a table crossing dense in this step.
+    extra = tf.where(largest <= maxima, tf.maximum(largest - guesses.read, 0), 0)
+    extras = [extra[j] for j in range(len(counted))]
+
+    # The rest's vector is made outside the cond, which holds the all-gather alone: in
+    # TensorFlow 1 behaviour (a Switch/Merge cond) Grappler rewrote sums of a branch's
+    # inputs so that the branch's output was dead in the very steps that took it (TF
+    # 2.15), and every op after it, the training step's own, silently did not run.
+    sent = [table.sent(guesses.read[j], extras[j]) for j, table in enumerate(counted)]
+    vector, key = _laddered(_packed(sent, dtype), sum(
+        table.plan.max_rows * (table.plan.width + 1) for table in counted), collectives)
+    gathered = tf.cond(tf.reduce_any(extra > 0),
+                       lambda: collectives.all_gather(vector, key),
+                       lambda: tf.zeros([0], dtype))
+    more = _unpacked(_Columns(_gathered_rows(gathered, collectives)), counted, extras)
+    update = guesses.update(largest, maxima)
+    results = {}
+    for j, table in enumerate(counted):
+        indices, values = first[id(table)]
+        with tf.control_dependencies([update]):
+            indices = tf.concat([indices, more[j][0]], 0)
+        kept = indices >= 0
+        results[id(table)] = (tf.boolean_mask(indices, kept),
+                              tf.boolean_mask(tf.concat([values, more[j][1]], 0), kept))
+    return results
+
+
+def _dense_exchanged(positions: tf.Tensor, values: tf.Tensor, plan: _Plan,
+                     collectives: _Collectives, key: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """(indices, values) of the all-reduced dense table: every row. ``positions``: the
+    rows' indices as int32."""
     rows = int(plan.shape[0])
-    dense = tf.math.unsorted_segment_sum(values, tf.cast(indices, tf.int32), rows)
-    return (tf.range(rows, dtype=indices.dtype), collectives.all_reduce(dense, key))
+    dense = tf.math.unsorted_segment_sum(values, positions, rows)
+    return (tf.range(rows, dtype=_INDEX_DTYPE[plan.dtype]), collectives.all_reduce(dense, key))
+
+
+def _exchanged(tables: list[_Rows], dense: list[tf.Tensor], collectives: _Collectives,
+               ) -> tuple[list[Any], list[tf.Tensor]]:
+    """Every replica's (indices, values) of each of ``tables``, and the replicas' sums of
+    the ``dense`` tensors (each of a table's dtype): one all-gather for the tables and
+    dense tensors of each values dtype (two in a step where rows outgrow their guess); a
+    table whose largest count is above its rule's crosses dense in that step (a ``cond``,
+    the same on every worker)."""
+    results: dict[int, Any] = {}
+    sums: dict[int, tf.Tensor] = {}
+    largest: dict[int, tf.Tensor] = {}
+    for dtype in dict.fromkeys(table.plan.dtype for table in tables):
+        group = [table for table in tables if table.plan.dtype == dtype]
+        riders = [i for i, tensor in enumerate(dense) if tensor.dtype == dtype]
+        exchanged, summed, counts = _gathered(group, [dense[i] for i in riders], collectives)
+        results.update((id(table), result) for table, result in zip(group, exchanged))
+        sums.update(zip(riders, summed))
+        largest.update(counts)
+    for table in tables:
+        if table.falls_back:
+            as_rows = results[id(table)]
+
+            # Made outside the cond (see _with_the_rest): the branch gets its inputs as they
+            # are used.
+            positions = tf.cast(table.indices, tf.int32)
+
+            def as_dense(t: _Rows = table, p: tf.Tensor = positions,
+                         k: int = collectives.key()) -> tuple[tf.Tensor, tf.Tensor]:
+                return _dense_exchanged(p, t.values, t.plan, collectives, k)
+
+            results[id(table)] = tf.cond(largest[id(table)] <= table.plan.max_rows,
+                                         lambda r=as_rows: tuple(r), as_dense)
+    return [results[id(table)] for table in tables], [sums[i] for i in range(len(dense))]
+
+
+def _riders(dense: dict[int, Any], destinations: dict[int, Any], dtypes: set[tf.DType],
+            launchers: Sequence[Any]) -> list[int]:
+    """The keys of the ``dense`` per-replica values (key -> value) that ride in the rows'
+    all-gather: of a rows table's dtype (``dtypes``), static shapes, on the launchers'
+    devices, while their bytes x replicas stay under ``DENSE_BELOW_BYTES`` in all. An
+    all-gather moves replicas x the bytes where an all-reduce moves about twice them:
+    below that size a collective's latency costs more than the bytes."""
+    riders: list[int] = []
+    budget = DENSE_BELOW_BYTES // launchers[0]._group_size
+    for key, value in dense.items():
+        parts = _per_device(value)
+        if not (len(parts) == len(launchers) and all(isinstance(p, tf.Tensor) for p in parts)
+                and all(p.dtype in dtypes and p.shape.is_fully_defined() for p in parts)
+                and cross_device_ops_lib._devices_match(value, destinations[key])):
+            continue
+        size = parts[0].shape.num_elements() * parts[0].dtype.size
+        if size < budget:
+            riders.append(key)
+            budget -= size
+    return riders
 
 
 class _SparseRowsExtended(extended.Mixin):
@@ -240,15 +486,15 @@ class _SparseRowsExtended(extended.Mixin):
             return super()._batch_reduce_to(reduce_op, pairs, options)
         workers = launchers[0]._group_size
         mode = getattr(self, "_sparse_gradients_mode", "auto")
-        plans: dict[int, Any]
-        plans, considered = {}, []
+        plans: dict[int, _Plan] = {}
+        considered: list[tuple[_Plan | None, bool]] = []
         for i in sparse:
             value, destination = pairs[i]
             plan = _plan(value, destination, workers, mode)
             as_rows = (plan is not None and plan.max_rows > 0
                        and len(_per_device(value)) == len(launchers)
                        and cross_device_ops_lib._devices_match(value, destination))
-            if as_rows:
+            if plan is not None and as_rows:
                 plans[i] = plan
             considered.append((plan, as_rows))
         self._sparse_workers = workers
@@ -256,59 +502,51 @@ class _SparseRowsExtended(extended.Mixin):
             _report(workers, considered)
         else:
             self._sparse_choices.extend(considered)
-        dense_pairs = [(_densified(v) if i in sparse else v, d)
-                       for i, (v, d) in enumerate(pairs) if i not in plans]
-        reduced = iter(super()._batch_reduce_to(reduce_op, dense_pairs, options)
-                       if dense_pairs else ())
-        rows: Any = self._rows_reduced(reduce_op, [pairs[i][0] for i in plans],
-                                  list(plans.values()), launchers,
-                                  self._communication_options.merge(options))
-        rows = dict(zip(plans, rows))
-        return [rows[i] if i in rows else next(reduced) for i in range(len(pairs))]
+        dense = {i: _densified(v) if i in sparse else v
+                 for i, (v, _) in enumerate(pairs) if i not in plans}
+        riders = (_riders(dense, {i: d for i, (_, d) in enumerate(pairs)},
+                          {plan.dtype for plan in plans.values()}, launchers)
+                  if plans else [])
+        rest = [(dense[i], pairs[i][1]) for i in dense if i not in riders]
+        reduced = iter(super()._batch_reduce_to(reduce_op, rest, options) if rest else ())
+        crossed = dict(zip([*plans, *riders], self._rows_reduced(
+            reduce_op, [pairs[i][0] for i in plans], list(plans.values()),
+            [dense[i] for i in riders], launchers, self._communication_options.merge(options))))
+        return [crossed[i] if i in crossed else next(reduced) for i in range(len(pairs))]
 
     def _rows_reduced(self, reduce_op: tf.distribute.ReduceOp, values: list[Any],
-                      plans: list[_Plan], launchers: Sequence[Any], options: Any) -> list[Any]:
+                      plans: list[_Plan], dense: list[Any], launchers: Sequence[Any],
+                      options: Any) -> list[Any]:
         """The sums (or means) of ``values``, per-replica ``IndexedSlices``, as Mirrored
-        ``IndexedSlices``, each crossing by its plan."""
+        ``IndexedSlices``, each crossing by its plan, then those of ``dense``, per-replica
+        tensors riding in the same all-gather, as Mirrored tensors."""
         per_device = []
         for device_index, launcher in enumerate(launchers):
             collectives = _Collectives(launcher, options)
-            count_key = collectives.key()
-            ladders = [ladder(plan.max_rows) for plan in plans]
-            keys = [([collectives.key() for _ in sizes], collectives.key())
-                    for sizes in ladders]
             with tf.device(launcher._device):
-                local = [_deduplicated(_per_device(value)[device_index], plan)
-                         for value, plan in zip(values, plans)]
-                counts = tf.stack([tf.size(indices) for indices, _ in local])
-                agreed = collectives.all_reduce(counts, count_key, merge_op="Max")
+                originals = [_per_device(value)[device_index] for value in values]
+                tables = [_Rows(original, plan) for original, plan in zip(originals, plans)]
+                rows, sums = _exchanged(
+                    tables, [_per_device(value)[device_index] for value in dense], collectives)
                 results = []
-                for j, (plan, (indices, local_values)) in enumerate(zip(plans, local)):
-                    sizes, (size_keys, dense_key) = ladders[j], keys[j]
-
-                    def as_rows(i: tf.Tensor = indices, v: tf.Tensor = local_values,
-                                p: _Plan = plan, s: list[int] = sizes, k: list[int] = size_keys,
-                                r: tf.Tensor = agreed[j],
-                                c: _Collectives = collectives) -> tuple[tf.Tensor, tf.Tensor]:
-                        return _rows_exchanged(i, v, r, p, c, s, k)
-
-                    def as_dense(i: tf.Tensor = indices, v: tf.Tensor = local_values,
-                                 p: _Plan = plan, k: int = dense_key,
-                                 c: _Collectives = collectives) -> tuple[tf.Tensor, tf.Tensor]:
-                        return _dense_exchanged(i, v, p, c, k)
-
-                    # The same count on every worker: every worker takes the same branch.
-                    indices, summed = tf.cond(agreed[j] <= sizes[-1], as_rows, as_dense)
-                    if reduce_op == tf.distribute.ReduceOp.MEAN:
-                        summed = summed / collectives.group_size
-                    original = _per_device(values[j])[device_index]
+                for original, plan, (indices, summed) in zip(originals, plans, rows):
                     results.append(tf.IndexedSlices(
-                        tf.reshape(summed, [-1, *plan.shape[1:]]),
+                        tf.reshape(_reduced(summed, reduce_op, collectives),
+                                   [-1, *plan.shape[1:]]),
                         tf.cast(indices, original.indices.dtype), original.dense_shape))
+                results.extend(_reduced(summed, reduce_op, collectives) for summed in sums)
             per_device.append(results)
         return [distribute_utils.regroup(tuple(results[j] for results in per_device),
                                          wrap_class=values_lib.Mirrored)
-                for j in range(len(plans))]
+                for j in range(len(plans) + len(dense))]
+
+
+def _reduced(summed: tf.Tensor, reduce_op: tf.distribute.ReduceOp,
+             collectives: _Collectives) -> tf.Tensor:
+    """``summed`` over the replicas as ``reduce_op`` asks (a MEAN divided by them)."""
+    if reduce_op == tf.distribute.ReduceOp.MEAN:
+        return summed / collectives.group_size
+    return summed
 
 
 def _report(workers: int, plans: Sequence[tuple[_Plan | None, bool]]) -> None:

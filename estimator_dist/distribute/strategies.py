@@ -208,8 +208,9 @@ def _multi_worker(num_replicas: int | None, options: dict[str, Any],
     packing = _packing_options(options)
     reduction = _reduction_dtype(options.get("all_reduce_dtype", "float32"))
     sparse = options.get("sparse_gradients", "auto")
-    if sparse not in SPARSE_GRADIENTS:
-        raise UsageError(f"sparse_gradients must be one of {list(SPARSE_GRADIENTS)}. "
+    choices = strategy_table.SPARSE_GRADIENTS
+    if sparse not in choices:
+        raise UsageError(f"sparse_gradients must be one of {list(choices)}. "
                          f"Received: sparse_gradients={sparse!r}")
 
     def build() -> tf.distribute.MultiWorkerMirroredStrategy:
@@ -244,7 +245,6 @@ def _packing_options(options: dict[str, Any]) -> dict[str, int]:
     return {"bytes_per_pack": bytes_per_pack}
 
 
-SPARSE_GRADIENTS = strategy_table.SPARSE_GRADIENTS
 # The dtypes float32 values may be all-reduced in across workers (float32: TensorFlow's own).
 _REDUCTION_DTYPES = ("bfloat16", "float32")
 

@@ -3,7 +3,7 @@ and bytes per step.
 
     python benchmarks/wide.py [--rounds 3] [--steps 200] [--warmup 20] [--batch 512]
                               [--buckets 1000000] [--vocab 100000] [--dim 32]
-                              [--cases alone half dense rows ps]
+                              [--cases alone plain half dense rows ps]
 
 The model is a canned ``tf.estimator.DNNLinearCombinedClassifier``: its linear part reads
 a crossed column of two ids (``--buckets`` hash buckets, FTRL), its DNN part an
@@ -12,9 +12,12 @@ Each example touches one row of each table, so a step's gradients are a few hund
 of tables of millions. The cases, each process pinned to its own core (``taskset``; a ps
 task on every core), at one global batch:
 
-* ``1 process`` — no strategy, the whole batch: the baseline.
-* ``1 process, half batch`` — no strategy, one worker's share of the batch: the step two
-  workers could reach if their exchange cost nothing (and the other core sat idle).
+* ``1 process`` — ``make_run_config("default")``, the whole batch: the baseline.
+* ``1 process, plain TF`` — a plain ``RunConfig()``: TensorFlow's own lookups, which read
+  each whole table every step (the ``embedding_rows`` mend's defect).
+* ``1 process, half batch`` — ``make_run_config("default")``, one worker's share of the
+  batch: the step two workers could reach if their exchange cost nothing (and the other
+  core sat idle).
 * ``2 workers, dense`` — ``make_run_config("multi_worker", sparse_gradients="dense")``:
   every sparse gradient all-reduced as its dense table, each worker on half the batch.
 * ``2 workers, rows`` — ``make_run_config("multi_worker")`` (``sparse_gradients="auto"``):
@@ -42,10 +45,12 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scaling  # noqa: E402  (its task launcher and step timing)
 
-CASES = {"alone": "1 process", "half": "1 process, half batch", "dense": "2 workers, dense",
+CASES = {"alone": "1 process", "plain": "1 process, plain TF",
+         "half": "1 process, half batch", "dense": "2 workers, dense",
          "rows": "2 workers, rows", "ps": "parameter_server, 2 workers + 1 ps"}
 BASELINE = CASES["alone"]
-LAYOUTS = {"alone": (None, [(None, 0)]), "half": (None, [(None, 0)]),
+LAYOUTS = {"alone": (None, [(None, 0)]), "plain": (None, [(None, 0)]),
+           "half": (None, [(None, 0)]),
            "dense": ({"worker": 2}, [("worker", 0), ("worker", 1)]),
            "rows": ({"worker": 2}, [("worker", 0), ("worker", 1)]),
            "ps": ({"chief": 1, "worker": 1, "ps": 1}, [("ps", 0), ("chief", 0), ("worker", 0)])}
@@ -90,8 +95,10 @@ def _config(spec):
              "save_checkpoints_steps": None, "save_summary_steps": None,
              "log_step_count_steps": 10**9}
     system = spec["system"]
-    if system in ("alone", "half"):
+    if system == "plain":
         return tf.estimator.RunConfig(**quiet)
+    if system in ("alone", "half"):
+        return estimator_dist.make_run_config("default", **quiet)
     if system == "ps":
         return estimator_dist.make_run_config("parameter_server", **quiet)
     return estimator_dist.make_run_config(
@@ -118,7 +125,7 @@ def run_task(spec):
 
     hook = scaling.step_hook(spec["steps"], trace=False)
     counted = _byte_hook(spec["warmup"])
-    if spec["system"] in ("alone", "half"):
+    if spec["system"] in ("alone", "plain", "half"):
         estimator.train(input_fn, max_steps=spec["steps"], hooks=[hook, counted])
     else:
         tf.estimator.train_and_evaluate(
@@ -158,7 +165,8 @@ def _byte_hook(warmup):
 # ---- the driver -----------------------------------------------------------------------
 
 def run_case(kind, args, work_dir):
-    spec = {"system": kind, "batch": args.batch if kind == "alone" else args.batch // 2,
+    spec = {"system": kind,
+            "batch": args.batch if kind in ("alone", "plain") else args.batch // 2,
             "steps": args.steps, "warmup": args.warmup, "buckets": args.buckets,
             "vocab": args.vocab, "dim": args.dim, "work_dir": work_dir}
     return scaling.run_tasks(*LAYOUTS[kind], spec, args.timeout,

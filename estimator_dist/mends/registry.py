@@ -310,6 +310,23 @@ MENDS = {mend.name: mend for mend in (
         strategies=("default", "mirrored", "multi_worker", "parameter_server", "tpu"),
     ),
     Mend(
+        name="embedding_rows",
+        module="estimator_dist.mends.embedding_rows",
+        defect="embedding_lookup_sparse (feature columns' embedding, categorical and crossed "
+               "columns) reads each whole table every step once a sparse update has touched "
+               "it, a copy (copy-on-read): Grappler's SimplifyEmbeddingLookupStage turns the "
+               "gather into a ReadVariableOp, and a distributed variable is converted to a "
+               "tensor before any gather",
+        test="tests/estimator_dist/mends/test_embedding_rows.py::"
+             "test_tf_lookup_reads_the_whole_table_every_step",
+        changes="embedding_ops.embedding_lookup (a resource variable's ids through a Snapshot "
+                "op, which the rewrite does not see through) and "
+                "embedding_ops.embedding_lookup_sparse_impl (a distributed variable's replica "
+                "copy looked up): the lookup gathers the rows the batch touches",
+        scope="process",
+        strategies=_ALL,
+    ),
+    Mend(
         name="params_by_mode",
         module="estimator_dist.mends.params_by_mode",
         defect="tf.estimator.Estimator has one params dict for every mode: TPUEstimator's "

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
 from tensorflow.python.ops import embedding_ops, gen_array_ops, resource_variable_ops
 
@@ -56,8 +57,10 @@ def _single(params: Any) -> Any:
 
 
 def _embedding_lookup(params: Any, ids: Any, *args: Any, **kwargs: Any) -> Any:
-    """TensorFlow's ``embedding_lookup``, its ids snapshotted for a resource variable."""
-    if isinstance(_single(params), resource_variable_ops.BaseResourceVariable):
+    """TensorFlow's ``embedding_lookup``, its ids snapshotted for a resource variable in a
+    graph (ragged or sparse ids, and eager calls, go to TensorFlow as they are)."""
+    if (isinstance(_single(params), resource_variable_ops.BaseResourceVariable)
+            and isinstance(ids, tf.Tensor) and not tf.executing_eagerly()):
         ids = gen_array_ops.snapshot(ids)
     return _TF_LOOKUP(params, ids, *args, **kwargs)
 

@@ -83,6 +83,20 @@ def test_mended_lookup_reads_only_rows_and_gives_the_same_table():
     np.testing.assert_allclose(table, plain_table, rtol=0, atol=1e-6)
 
 
+def test_mended_lookup_takes_ragged_and_numpy_ids(mended):
+    """Ids that are not a graph tensor reach TensorFlow's lookup as they are."""
+    with tf.Graph().as_default():
+        table = v1.get_variable("table", initializer=np.arange(12.0).reshape(6, 2),
+                                use_resource=True)
+        ragged = tf.nn.embedding_lookup(table, tf.ragged.constant([[1, 2], [5]]))
+        listed = tf.nn.embedding_lookup(table, np.array([0, 3]))
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            ragged, listed = session.run([ragged.flat_values, listed])
+    np.testing.assert_array_equal(ragged, [[2, 3], [4, 5], [10, 11]])
+    np.testing.assert_array_equal(listed, [[0, 1], [6, 7]])
+
+
 def test_make_run_config_installs_it_and_uninstall_restores_tf(plain_tf):
     assert not embedding_rows.installed()
     estimator_dist.make_run_config("default")

@@ -166,6 +166,7 @@ def _package_config(strategy):
 
 
 @pytest.mark.slow
+@pytest.mark.both_ends
 @pytest.mark.parametrize("strategy", ["default", "mirrored"])
 def test_canned_wide_and_deep_reads_rows_and_trains_as_plain_tf(tmp_path, strategy):
     """Config line changed only: the package's step reads no table whole; plain TF's reads
@@ -190,6 +191,7 @@ def test_canned_wide_and_deep_reads_rows_and_trains_as_plain_tf(tmp_path, strate
 
 
 @pytest.mark.slow
+@pytest.mark.both_ends
 def test_module_under_tf1_behaviour():
     """The same, with ``disable_v2_behavior()`` first."""
     assert_passes_under_tf1_behaviour(__file__, "-k", "not under_tf1", timeout=400)

@@ -73,12 +73,7 @@ def main(model_dir, behaviour, strategy, update, steps):
     estimator = tf.estimator.Estimator(model_fn, config=config, params={"update": update})
     x, y = tf1_models.regression_data()
     input_fn = tf1_models.context_input_fn(x, y, global_batch_size=16)
-    if strategy == "multi_worker":
-        tf.estimator.train_and_evaluate(
-            estimator, tf.estimator.TrainSpec(input_fn, max_steps=steps),
-            tf.estimator.EvalSpec(input_fn, steps=1, start_delay_secs=0, throttle_secs=1))
-    else:
-        estimator.train(input_fn, max_steps=steps)
+    tf1_models.train(estimator, input_fn, steps, strategy, eval_steps=1)
     print("FINISHED", flush=True)
 
 

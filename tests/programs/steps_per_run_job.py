@@ -47,12 +47,7 @@ def train(strategy, model_dir, steps_per_run, max_steps, checkpoint_steps):
                                               {"learning_rate": 0.1})
     x, y = tf1_models.classification_data()
     input_fn = tf1_models.context_input_fn(x, y, GLOBAL_BATCH)
-    if strategy == "multi_worker":
-        tf.estimator.train_and_evaluate(
-            estimator, tf.estimator.TrainSpec(input_fn, max_steps=max_steps),
-            tf.estimator.EvalSpec(input_fn, steps=2, throttle_secs=1, start_delay_secs=0))
-    else:
-        estimator.train(input_fn, max_steps=max_steps)
+    tf1_models.train(estimator, input_fn, max_steps, strategy, eval_steps=2)
     state = tf.train.get_checkpoint_state(model_dir)
     return {
         "estimator": type(estimator).__name__,

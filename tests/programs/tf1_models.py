@@ -116,6 +116,18 @@ def context_input_fn(x, y, global_batch_size):
     return input_fn
 
 
+def train(estimator, input_fn, max_steps, strategy, eval_steps):
+    """Trains as the jobs' programs do: ``train_and_evaluate`` on a multi-worker cluster
+    (evaluating ``eval_steps`` at once and at most every second), else ``train``."""
+    if strategy == "multi_worker":
+        tf.estimator.train_and_evaluate(
+            estimator, tf.estimator.TrainSpec(input_fn, max_steps=max_steps),
+            tf.estimator.EvalSpec(input_fn, steps=eval_steps, start_delay_secs=0,
+                                  throttle_secs=1))
+    else:
+        estimator.train(input_fn, max_steps=max_steps)
+
+
 def iterator_input_fn(x, y, batch_size):
     """Older still: returns iterator tensors instead of the Dataset."""
 

@@ -170,12 +170,26 @@ def _plan(value: Any, destination: Any, workers: int, mode: str) -> _Plan | None
 
 
 # The gradient ops whose indices are the sorted unique values of their input 1, the ids
-# the forward pass looked up (embedding_lookup_sparse, hence embedding, linear and
-# crossed feature columns): their rows need no summing of duplicates.
+# the forward pass looked up (embedding_lookup_sparse of a tensor): their rows need no
+# summing of duplicates.
 _UNIQUE_ROWS_GRADS = ("SparseSegmentSumGradV2", "SparseSegmentMeanGradV2",
                       "SparseSegmentSqrtNGradV2")
+# Ops that hand their input 0's values on unchanged, as a gather's gradient hands on its
+# ids: a Unique's ids stay distinct through them.
+_PASSED_ON = ("Identity", "Reshape", "Snapshot")
 # A count guessed from the last step's largest: room for a quarter more rows.
 _HEADROOM = 4
+
+
+def _distinct(indices: tf.Tensor) -> bool:
+    """Whether ``indices`` are distinct by how they were made: a ``Unique``'s ids (through
+    reshapes and snapshots: the gradient of an embedding lookup's gather, embedding,
+    linear and crossed feature columns) or a sparse segment reduction's gradient's."""
+    while indices.op.type in _PASSED_ON:
+        indices = indices.op.inputs[0]
+    op = indices.op
+    return ((op.type in ("Unique", "UniqueV2") and indices is op.outputs[0])
+            or (op.type in _UNIQUE_ROWS_GRADS and indices is op.outputs[1]))
 
 
 class _Rows:
@@ -187,8 +201,7 @@ class _Rows:
         self.plan = plan
         self.indices = tf.cast(slices.indices, _INDEX_DTYPE[plan.dtype])
         self.values = tf.reshape(slices.values, [-1, plan.width])
-        op = slices.indices.op
-        if plan.static or (op.type in _UNIQUE_ROWS_GRADS and slices.indices is op.outputs[1]):
+        if plan.static or _distinct(slices.indices):
             return
         self.indices, positions = tf.unique(self.indices, out_idx=tf.int32)
         self.values = tf.math.unsorted_segment_sum(self.values, positions,

@@ -72,19 +72,32 @@ def _flat(strategy: tf.distribute.Strategy, variables: list[tf.Variable],
     return vector, ids
 
 
-# Variables with more elements than this are compared one by one, outside the one vector:
-# that vector's element-to-variable ids would be a constant of one int32 per element,
-# which the session's graph optimizer folds and copies (a 1e6-bucket crossed column's
-# weights and optimizer slots added ~300 MiB of peak RSS under mirrored-2).
+# Variables with more elements than this are compared one by one, outside the one flat
+# vector: that vector's element-to-variable ids would be a constant of one int32 per
+# element, which the session's graph optimizer folds and copies (a 1e6-bucket crossed
+# column's weights and optimizer slots added ~300 MiB of peak RSS under mirrored-2, and
+# ~1.1 GiB to each of two multi_worker workers).
 _FLAT_MAX_ELEMENTS = 65536
+
+
+def _split(variables: list[tf.Variable]) -> tuple[list[int], list[int]]:
+    """The positions of ``variables`` checked in one flat vector, and of those checked one
+    by one (above ``_FLAT_MAX_ELEMENTS``)."""
+    small = [i for i, v in enumerate(variables) if v.shape.num_elements() <= _FLAT_MAX_ELEMENTS]
+    return small, [i for i in range(len(variables)) if i not in set(small)]
+
+
+def _in_variable_order(parts: list[tf.Tensor], small: list[int],
+                       large: list[int]) -> tf.Tensor:
+    """``parts`` (the small variables' rows, then each large one's) concatenated, in the
+    order of the variables."""
+    return tf.gather(tf.concat(parts, 0), tf.constant(np.argsort(small + large), tf.int32))
 
 
 def _replica_spreads(strategy: tf.distribute.Strategy,
                      variables: list[tf.Variable]) -> tuple[tf.Tensor, tf.Tensor]:
     """Per variable: the largest difference of a local copy from the first, and a scale."""
-    small = [i for i, v in enumerate(variables)
-             if v.shape.num_elements() <= _FLAT_MAX_ELEMENTS]
-    large = [i for i in range(len(variables)) if i not in set(small)]
+    small, large = _split(variables)
     replicas = len(strategy.experimental_local_results(variables[0]))
     spreads, scales = [], []
     if small:
@@ -101,10 +114,26 @@ def _replica_spreads(strategy: tf.distribute.Strategy,
             spreads.append(tf.reshape(tf.reduce_max(
                 [tf.reduce_max(tf.abs(c - copies[0])) for c in copies[1:]]), [1]))
             scales.append(tf.reshape(tf.reduce_max(tf.abs(copies[0])), [1]))
-    # Back to the order of ``variables``.
-    order = tf.constant(np.argsort(small + large), tf.int32)
-    spread, scale = (tf.gather(tf.concat(parts, 0), order) for parts in (spreads, scales))
+    spread, scale = (_in_variable_order(parts, small, large) for parts in (spreads, scales))
     return tf.cast(spread, tf.float64), tf.cast(scale, tf.float64)
+
+
+def _checksums(strategy: tf.distribute.Strategy, variables: list[tf.Variable]) -> tf.Tensor:
+    """[variables, 2]: the sum and sum of squares (float64) of each variable's first local
+    copy."""
+    small, large = _split(variables)
+    parts = []
+    if small:
+        vector, ids = _flat(strategy, [variables[i] for i in small], 0)
+        vector = tf.cast(vector, tf.float64)
+        parts.append(tf.stack([tf.math.segment_sum(vector, ids),
+                               tf.math.segment_sum(vector * vector, ids)], 1))
+    for i in large:
+        copy = strategy.experimental_local_results(variables[i])[0]
+        with tf.device(copy.device):
+            values = tf.cast(copy.read_value(), tf.float64)
+            parts.append(tf.stack([tf.reduce_sum(values), tf.reduce_sum(values * values)])[None])
+    return _in_variable_order(parts, small, large)
 
 
 def _worker_spreads(strategy: tf.distribute.Strategy,
@@ -116,10 +145,7 @@ def _worker_spreads(strategy: tf.distribute.Strategy,
     the rest is zeros) gives every worker every row.
     """
     worker, workers = internals.worker_index(strategy), internals.num_workers(strategy)
-    vector, ids = _flat(strategy, variables, 0)
-    vector = tf.cast(vector, tf.float64)
-    checksums = tf.stack([tf.math.segment_sum(vector, ids),
-                          tf.math.segment_sum(vector * vector, ids)], 1)
+    checksums = _checksums(strategy, variables)
     table = tf.pad(checksums[None], [[worker, workers - 1 - worker], [0, 0], [0, 0]])
     table = strategy.reduce(tf.distribute.ReduceOp.SUM, table, axis=None)
     spread = tf.reduce_max(tf.reduce_max(table, 0) - tf.reduce_min(table, 0), 1)

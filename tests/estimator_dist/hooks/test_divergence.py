@@ -154,3 +154,36 @@ def test_check_compares_large_variables_one_by_one_in_variable_order(python_run)
     assert result.returncode == 0, result.stderr[-2000:]
     line = result.stdout.split("SPREADS ")[1]
     assert line.strip() == "{'small': 0.0, 'large': 0.0} {'small': 0.5, 'large': 2.0}", line
+
+
+_CHECKSUMS_PROBE = """
+import tensorflow as tf
+import estimator_dist
+from estimator_dist.hooks import divergence
+strategy = estimator_dist.make_run_config("mirrored", num_replicas=2).train_distribute
+size = divergence._FLAT_MAX_ELEMENTS + 5
+with tf.Graph().as_default() as graph:
+    with strategy.scope():
+        large = tf.compat.v1.get_variable("large", [size], initializer=tf.ones_initializer())
+        small = tf.compat.v1.get_variable("small", [3], initializer=tf.constant_initializer(
+            [1.0, 2.0, 3.0]))
+    before = len(graph.get_operations())
+    checksums = divergence._checksums(strategy, [large, small])
+    per_element = [op.name for op in graph.get_operations()[before:]
+                   if any(t.shape.num_elements() and t.shape.num_elements() >= size
+                          and t.dtype.is_integer for t in op.outputs)]
+    with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        print("CHECKSUMS", session.run(checksums).tolist(), per_element)
+"""
+
+
+def test_worker_checksums_of_large_variables_make_no_per_element_ids(python_run):
+    """The checksums the workers compare: a variable above ``_FLAT_MAX_ELEMENTS`` gets its
+    own sums, with no int32 id per element (a constant the graph optimizer folds and
+    copies: ~1.1 GiB a worker for a 1e6-bucket wide-and-deep model); in variable order."""
+    result = python_run(["-c", _CHECKSUMS_PROBE], timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    size = divergence._FLAT_MAX_ELEMENTS + 5
+    line = result.stdout.split("CHECKSUMS ")[1].strip()
+    assert line == f"[[{size}.0, {size}.0], [6.0, 14.0]] []", line

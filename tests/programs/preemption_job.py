@@ -31,13 +31,14 @@ class _SignalAtStep(tf.train.SessionRunHook):
         del coord  # Unused.
         self.start_steps.append(int(session.run(tf.train.get_global_step())))
 
-    def before_run(self, run_context):
-        del run_context  # Unused.
-        return tf.train.SessionRunArgs(tf.train.get_global_step())
+    def begin(self):
+        self._global_step = tf.train.get_global_step()
 
     def after_run(self, run_context, run_values):
-        del run_context  # Unused.
-        if run_values.results + 1 == self._step:
+        del run_values  # Unused.
+        # A run of its own: a fetch in the training run may read the step on either side
+        # of the train op's increment, and skip the one that should send the signal.
+        if int(run_context.session.run(self._global_step)) == self._step:
             os.kill(os.getpid(), self._signum)
 
 

@@ -51,16 +51,18 @@ def test_make_run_config_steps_per_run_reaches_make_estimator(model_dir):
 
 
 class _StepsPerRun(tf.compat.v1.train.SessionRunHook):
-    """The global step after each Session.run of training."""
+    """The global step after each Session.run of training, read by a run of its own: a
+    fetch in the training run itself may read the step before or after the train op's
+    increment (no order between them)."""
 
     def __init__(self):
         self.steps = []
 
-    def before_run(self, run_context):
-        return tf.compat.v1.train.SessionRunArgs(tf.compat.v1.train.get_global_step())
+    def begin(self):
+        self._global_step = tf.compat.v1.train.get_global_step()
 
     def after_run(self, run_context, run_values):
-        self.steps.append(run_values.results)
+        self.steps.append(int(run_context.session.run(self._global_step)))
 
 
 @pytest.mark.parametrize("strategy, kwargs", [("default", {}),

@@ -84,7 +84,8 @@ def _split(variables: list[tf.Variable]) -> tuple[list[int], list[int]]:
     """The positions of ``variables`` checked in one flat vector, and of those checked one
     by one (above ``_FLAT_MAX_ELEMENTS``)."""
     small = [i for i, v in enumerate(variables) if v.shape.num_elements() <= _FLAT_MAX_ELEMENTS]
-    return small, [i for i in range(len(variables)) if i not in set(small)]
+    large = [i for i, v in enumerate(variables) if v.shape.num_elements() > _FLAT_MAX_ELEMENTS]
+    return small, large
 
 
 def _in_variable_order(parts: list[tf.Tensor], small: list[int],

@@ -18,25 +18,6 @@ v1 = tf.compat.v1
 VOCAB, DIM, BATCH = 5000, 8, 64
 
 
-@pytest.fixture
-def plain_tf():
-    """TensorFlow's own lookups for the test; the mend as it was afterwards."""
-    was_installed = embedding_rows.installed()
-    embedding_rows.uninstall()
-    yield
-    if was_installed:
-        embedding_rows.install()
-
-
-@pytest.fixture
-def mended():
-    was_installed = embedding_rows.installed()
-    embedding_rows.install()
-    yield
-    if not was_installed:
-        embedding_rows.uninstall()
-
-
 def _whole_table_reads(run_metadata, shape):
     """The executed ops that output a tensor of ``shape``, the table's."""
     return sorted({node.node_name for device in run_metadata.step_stats.dev_stats
@@ -68,23 +49,25 @@ def _traced_lookup_steps(steps=3):
             return _whole_table_reads(metadata, [VOCAB, DIM]), session.run(table)
 
 
-def test_tf_lookup_reads_the_whole_table_every_step(plain_tf):
+def test_tf_lookup_reads_the_whole_table_every_step(embedding_lookups):
     """Plain TF: the sparsely updated table is read whole in a step (Grappler's rewrite)."""
+    embedding_lookups(mended=False)
     reads, _ = _traced_lookup_steps()
     assert any("SimplifyEmbeddingLookupStage" in name for name in reads), reads
 
 
-def test_mended_lookup_reads_only_rows_and_gives_the_same_table():
-    embedding_rows.uninstall()
+def test_mended_lookup_reads_only_rows_and_gives_the_same_table(embedding_lookups):
+    embedding_lookups(mended=False)
     _, plain_table = _traced_lookup_steps()
-    embedding_rows.install()
+    embedding_lookups(mended=True)
     reads, table = _traced_lookup_steps()
     assert reads == []
     np.testing.assert_allclose(table, plain_table, rtol=0, atol=1e-6)
 
 
-def test_mended_lookup_takes_ragged_and_numpy_ids(mended):
+def test_mended_lookup_takes_ragged_and_numpy_ids(embedding_lookups):
     """Ids that are not a graph tensor reach TensorFlow's lookup as they are."""
+    embedding_lookups(mended=True)
     with tf.Graph().as_default():
         table = v1.get_variable("table", initializer=np.arange(12.0).reshape(6, 2),
                                 use_resource=True)
@@ -97,7 +80,8 @@ def test_mended_lookup_takes_ragged_and_numpy_ids(mended):
     np.testing.assert_array_equal(listed, [[0, 1], [6, 7]])
 
 
-def test_make_run_config_installs_it_and_uninstall_restores_tf(plain_tf):
+def test_make_run_config_installs_it_and_uninstall_restores_tf(embedding_lookups):
+    embedding_lookups(mended=False)
     assert not embedding_rows.installed()
     estimator_dist.make_run_config("default")
     assert embedding_rows.installed()
@@ -168,13 +152,14 @@ def _package_config(strategy):
 @pytest.mark.slow
 @pytest.mark.both_ends
 @pytest.mark.parametrize("strategy", ["default", "mirrored"])
-def test_canned_wide_and_deep_reads_rows_and_trains_as_plain_tf(tmp_path, strategy):
+def test_canned_wide_and_deep_reads_rows_and_trains_as_plain_tf(tmp_path, strategy,
+                                                               embedding_lookups):
     """Config line changed only: the package's step reads no table whole; plain TF's reads
     both (the embedding and the crossed column's weights) on every replica, through
     Grappler's rewrite on one device and through embedding_lookup_sparse's conversion of
     the mirrored variable under mirrored; the tables trained over six steps are the same
     within 1e-6."""
-    embedding_rows.uninstall()
+    embedding_lookups(mended=False)
     plain_reads, plain = _train_wide_and_deep(tmp_path / "plain", _plain_config(strategy))
     config = _package_config(strategy)  # installs the mend
     assert embedding_rows.installed()

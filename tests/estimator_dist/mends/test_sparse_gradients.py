@@ -9,7 +9,7 @@ import tensorflow as tf
 from tensorflow.python.ops import control_flow_util
 
 from estimator_dist.supervisor.tasks import free_ports
-from estimator_dist.mends import embedding_rows, sparse_gradients
+from estimator_dist.mends import sparse_gradients
 from tests.support import run_workers
 
 STEPS = 6
@@ -41,32 +41,28 @@ def _unique_ops(graph):
 
 
 @pytest.mark.parametrize("lookup", ["tensorflow", "embedding_rows"])
-def test_a_lookups_gradient_crosses_its_rows_without_another_unique(lookup):
+def test_a_lookups_gradient_crosses_its_rows_without_another_unique(lookup, embedding_lookups):
     """An embedding lookup's gradient carries the distinct ids of its ``Unique`` (through
     the gather's gradient, and the ``embedding_rows`` mend's snapshot): its rows go as
     they are; indices of unknown origin get their duplicates summed."""
-    was_installed = embedding_rows.installed()
-    (embedding_rows.install if lookup == "embedding_rows" else embedding_rows.uninstall)()
-    try:
-        with tf.Graph().as_default() as graph:
-            table = tf.compat.v1.get_variable("table", [100, 4], use_resource=True)
-            ids = tf.SparseTensor([[0, 0], [1, 0], [2, 0]], tf.constant([7, 3, 7], tf.int64),
-                                  [3, 1])
-            looked_up = tf.compat.v1.nn.safe_embedding_lookup_sparse(table, ids)
-            gradient = tf.compat.v1.gradients(tf.reduce_sum(looked_up), table)[0]
-            plan = sparse_gradients._Plan("table", (100, 4), tf.float32, 2, "rows")
-            before = _unique_ops(graph)
-            rows = sparse_gradients._Rows(gradient, plan)
-            assert _unique_ops(graph) == before
-            repeated = sparse_gradients._Rows(
-                tf.IndexedSlices(tf.ones([3, 4]), tf.constant([7, 3, 7])), plan)
-            assert _unique_ops(graph) == before + 1
-            with tf.compat.v1.Session() as session:
-                session.run(tf.compat.v1.global_variables_initializer())
-                indices, repeated_indices, repeated_values = session.run(
-                    [rows.indices, repeated.indices, repeated.values])
-    finally:
-        (embedding_rows.install if was_installed else embedding_rows.uninstall)()
+    embedding_lookups(mended=lookup == "embedding_rows")
+    with tf.Graph().as_default() as graph:
+        table = tf.compat.v1.get_variable("table", [100, 4], use_resource=True)
+        ids = tf.SparseTensor([[0, 0], [1, 0], [2, 0]], tf.constant([7, 3, 7], tf.int64),
+                              [3, 1])
+        looked_up = tf.compat.v1.nn.safe_embedding_lookup_sparse(table, ids)
+        gradient = tf.compat.v1.gradients(tf.reduce_sum(looked_up), table)[0]
+        plan = sparse_gradients._Plan("table", (100, 4), tf.float32, 2, "rows")
+        before = _unique_ops(graph)
+        rows = sparse_gradients._Rows(gradient, plan)
+        assert _unique_ops(graph) == before
+        repeated = sparse_gradients._Rows(
+            tf.IndexedSlices(tf.ones([3, 4]), tf.constant([7, 3, 7])), plan)
+        assert _unique_ops(graph) == before + 1
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            indices, repeated_indices, repeated_values = session.run(
+                [rows.indices, repeated.indices, repeated.values])
     assert sorted(indices) == [3, 7]
     assert list(repeated_indices) == [7, 3]
     np.testing.assert_array_equal(repeated_values, [[2] * 4, [1] * 4])

@@ -48,9 +48,10 @@ PROGRESS_SECONDS = 10
 MIN_JOIN_SECONDS = 30  # TF's own join gets at least this long after every peer answered.
 _PROBE_SECONDS = 0.5
 _COLLECTIVE_TYPES = ("chief", "worker")  # The tasks a multi-worker strategy waits for.
-# The clusters this process has joined (TFConfig JSON): its server holds the task's port
-# from then on, and TensorFlow reuses that server for every later strategy and Estimator.
-_JOINED: set[str] = set()
+# The clusters this process has joined (TFConfig JSON), with how many strategies it has
+# built for each: its server holds the task's port from then on, and TensorFlow reuses
+# that server for every later strategy and Estimator.
+_JOINED: dict[str, int] = {}
 
 
 class RendezvousError(UsageError):
@@ -213,7 +214,8 @@ def wait_for_ps_cluster(tf_config: TFConfig, timeout: float | None = None,
 
 
 def form_cluster(build: Callable[[], _Strategy], timeout: float | None = None, *,
-                 tf_config: TFConfig | None = None, stream: IO[str] | None = None) -> _Strategy:
+                 tf_config: TFConfig | None = None, stream: IO[str] | None = None,
+                 rebuilt: Callable[[int, float], None] | None = None) -> _Strategy:
     """Builds a multi-worker strategy with ``build()`` once the cluster can form.
 
     Args:
@@ -221,6 +223,10 @@ def form_cluster(build: Callable[[], _Strategy], timeout: float | None = None, *
       timeout: seconds to wait for every chief and worker (default 300).
       tf_config: this task's ``cluster.TFConfig`` (default: from the environment).
       stream: where progress goes (default: stderr).
+      rebuilt: called as ``rebuilt(count, timeout)`` after each later build in this
+        process (a second config or Estimator), ``count`` being how many strategies it
+        has built for the cluster: every task counts alike, so a barrier named by it
+        keeps the tasks in step.
 
     Returns:
       What ``build()`` returned.
@@ -235,8 +241,13 @@ def form_cluster(build: Callable[[], _Strategy], timeout: float | None = None, *
     """
     timeout = DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
     tf_config = tf_config or cluster_sources.task_from_env()
-    if tf_config.to_json() in _JOINED:  # A second config or Estimator in this process.
-        return build()
+    joined = tf_config.to_json()
+    if joined in _JOINED:  # A second config or Estimator in this process.
+        strategy = build()
+        _JOINED[joined] += 1
+        if rebuilt is not None:
+            rebuilt(_JOINED[joined], timeout)
+        return _sigterm_to_python(strategy)
     stream = stream or sys.stderr
     start = time.monotonic()
     deadline = wait_for_peers(tf_config, timeout, stream)
@@ -248,9 +259,13 @@ def form_cluster(build: Callable[[], _Strategy], timeout: float | None = None, *
     # out, nor raise: only a C thread can end the process.
     with process_exit.exit_after(left):
         strategy = build()
+    _JOINED[joined] = 1
+    return _sigterm_to_python(strategy)
+
+
+def _sigterm_to_python(strategy: _Strategy) -> _Strategy:
+    """``strategy``, once SIGTERM is Python's again: the runtime takes it over for its
+    preemption notifier, which Estimator does not use, so that SIGTERM ends the task."""
     if threading.current_thread() is threading.main_thread():
-        # The runtime took SIGTERM over for its preemption notifier, which Estimator does
-        # not use: give it back to Python's handler, so that SIGTERM ends the task.
         signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
-    _JOINED.add(tf_config.to_json())
     return strategy

@@ -220,7 +220,7 @@ def _multi_worker(num_replicas: int | None, options: dict[str, Any],
                 timeout_seconds=timeout, **packing))
 
     strategy = rendezvous.form_cluster(build, options.get("rendezvous_timeout"),
-                                       tf_config=tf_config)
+                                       tf_config=tf_config, rebuilt=_rebuilt_together)
     if reduction == "bfloat16":
         mends.apply("bfloat16_all_reduce", strategy, asked="all_reduce_dtype='bfloat16'")
     if sparse != "auto":
@@ -231,6 +231,32 @@ def _multi_worker(num_replicas: int | None, options: dict[str, Any],
     mends.apply("collective_watchdog", strategy,
                 make_hook=functools.partial(watchdog.StallWatchdogHook, timeout))
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
+
+
+def _rebuilt_together(count: int, timeout: float) -> None:
+    """Returns once every chief and worker has built its ``count``-th multi-worker strategy.
+
+    In TF2 behaviour each ``MultiWorkerMirroredStrategy`` re-creates this task's collective
+    executors. A peer that built its next strategy first and started its collectives
+    (e.g. the broadcast of a new Estimator's initial values) would reach the executors this
+    task is about to drop, and fail with "Delete called on non-empty BufRendezvous". The
+    coordination service's barrier puts every task's rebuild before any task's next
+    collective. Graph mode (TF1 behaviour) keeps the executors of the first build.
+
+    Raises:
+      RendezvousError: a task did not build its strategy within ``timeout`` seconds.
+    """
+    if not internals.collectives_reconfigured():
+        return
+    try:
+        internals.wait_at_barrier(f"estimator_dist_strategy_{count}", timeout)
+    except tf.errors.OpError as error:
+        reason = error.message.strip().splitlines()[0] if error.message.strip() else ""
+        raise rendezvous.RendezvousError(
+            f"rendezvous: every chief and worker must build a multi_worker strategy as "
+            f"often as the others (in TF2 behaviour each build re-creates the collective "
+            f"executors), but not every task built its strategy number {count} within "
+            f"{timeout} s. Received: {type(error).__name__} ({reason})") from None
 
 
 def _packing_options(options: dict[str, Any]) -> dict[str, int]:

@@ -70,6 +70,22 @@ def collectives_configurable() -> bool:
                 and eager._collective_leader is None)
 
 
+def collectives_reconfigured() -> bool:
+    """Whether a ``MultiWorkerMirroredStrategy`` built now configures collective ops
+    afresh with the coordination service: TF2 behaviour (eager outside functions), where
+    each one re-creates this task's collective executors. In graph mode the first
+    session's server keeps them."""
+    eager = context.context()
+    return tf.compat.v1.executing_eagerly_outside_functions() and (
+        eager.coordination_service is not None)
+
+
+def wait_at_barrier(barrier_id: str, timeout_seconds: float) -> None:
+    """Blocks until every chief and worker of the coordination service reaches
+    ``barrier_id``; raises ``tf.errors.OpError`` on the timeout or a lost task."""
+    context.context().wait_at_barrier(barrier_id, int(timeout_seconds * 1000))
+
+
 _SESSION_FILE = os.path.join("training", "monitored_session.py")
 
 

@@ -15,7 +15,7 @@ import estimator_dist
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.distribute import cluster, rendezvous
 from estimator_dist.errors import TaskEnd
-from tests.support import REPO_ROOT, run_python
+from tests.support import REPO_ROOT, run_python, run_workers
 
 _TRAIN = ["-m", "estimator_dist.train", "--strategy", "multi_worker", "--no-export"]
 
@@ -74,7 +74,7 @@ def test_form_cluster_again_in_a_process_that_joined_skips_the_wait(monkeypatch)
         peer.listen()
         config = _config([f"127.0.0.1:{free_ports(1)[0]}",
                           f"127.0.0.1:{peer.getsockname()[1]}"])
-        monkeypatch.setattr(rendezvous, "_JOINED", set())
+        monkeypatch.setattr(rendezvous, "_JOINED", {})
         assert rendezvous.form_cluster(lambda: "first", 30, tf_config=config,
                                        stream=io.StringIO()) == "first"
     # The peer is gone: a rendezvous would now wait for it and fail.
@@ -242,3 +242,60 @@ def test_train_cli_peer_port_held_by_other_program_exits_within_bound(model_dir)
     assert ("joining TensorFlow's cluster (this task exits with code 1 if it has not formed "
             f"in {rendezvous.MIN_JOIN_SECONDS} s)") in result.stderr
     assert elapsed < rendezvous.MIN_JOIN_SECONDS + 90  # The bound, plus importing TF.
+
+
+# A second strategy in TF2 behaviour (tests/programs/second_strategy_job.py): worker 0 is
+# this many seconds late for it, long enough for worker 1 to build its own and start its
+# collectives first.
+_LATE_SECONDS = "10"
+
+
+def _second_strategy(tmp_path, strategy, *args):
+    command = [sys.executable, "-m", "tests.programs.second_strategy_job", str(tmp_path),
+               strategy, *args]
+    return run_workers([command] * 2, free_ports(2), 240)
+
+
+def _outcome(stdout):
+    return [line for line in stdout.splitlines() if line.startswith(("RESULT", "ERROR"))]
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+@pytest.mark.both_ends
+@pytest.mark.timeout(300)
+def test_tf_second_strategy_drops_the_collectives_a_faster_peer_started(tmp_path):
+    """TensorFlow's fact behind the barrier: in TF2 behaviour a second
+    MultiWorkerMirroredStrategy re-creates the task's collective executors, and a peer's
+    collective that reached the old ones fails."""
+    (_, _, first), (_, stderr, late) = _second_strategy(tmp_path, "plain", _LATE_SECONDS)
+    assert first != 0 and late != 0
+    assert "Delete called on non-empty BufRendezvous" in stderr, stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+@pytest.mark.both_ends
+@pytest.mark.timeout(300)
+def test_second_make_run_config_waits_for_a_late_worker_0(tmp_path):
+    """Two Estimators one after the other, each with its own config: worker 1 waits at the
+    barrier until worker 0 has built its second strategy too, and both train it."""
+    for stdout, stderr, code in _second_strategy(tmp_path, "package", _LATE_SECONDS, "120"):
+        assert code == 0, stderr[-3000:]
+        assert _outcome(stdout) == ['RESULT {"global_step": 10}']
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+@pytest.mark.timeout(300)
+def test_second_make_run_config_names_the_wait_a_worker_outlasted(tmp_path):
+    """Worker 0 builds its second strategy after worker 1's rendezvous timeout: worker 1's
+    config raises one line naming the rule, the build and the timeout."""
+    _, (stdout, _, code) = _second_strategy(tmp_path, "package", "15", "3")
+    assert code != 0
+    [line] = _outcome(stdout)
+    assert line.startswith(
+        "ERROR RendezvousError: rendezvous: every chief and worker must build a multi_worker "
+        "strategy as often as the others (in TF2 behaviour each build re-creates the "
+        "collective executors), but not every task built its strategy number 2 within 3 s. "
+        "Received: DeadlineExceededError (Barrier timed out."), line

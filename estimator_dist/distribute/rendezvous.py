@@ -247,7 +247,7 @@ def form_cluster(build: Callable[[], _Strategy], timeout: float | None = None, *
         _JOINED[joined] += 1
         if rebuilt is not None:
             rebuilt(_JOINED[joined], timeout)
-        return _sigterm_to_python(strategy)
+        return strategy
     stream = stream or sys.stderr
     start = time.monotonic()
     deadline = wait_for_peers(tf_config, timeout, stream)
@@ -259,13 +259,9 @@ def form_cluster(build: Callable[[], _Strategy], timeout: float | None = None, *
     # out, nor raise: only a C thread can end the process.
     with process_exit.exit_after(left):
         strategy = build()
-    _JOINED[joined] = 1
-    return _sigterm_to_python(strategy)
-
-
-def _sigterm_to_python(strategy: _Strategy) -> _Strategy:
-    """``strategy``, once SIGTERM is Python's again: the runtime takes it over for its
-    preemption notifier, which Estimator does not use, so that SIGTERM ends the task."""
     if threading.current_thread() is threading.main_thread():
+        # The runtime took SIGTERM over for its preemption notifier, which Estimator does
+        # not use: give it back to Python's handler, so that SIGTERM ends the task.
         signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
+    _JOINED[joined] = 1
     return strategy

@@ -81,6 +81,18 @@ def test_form_cluster_again_in_a_process_that_joined_skips_the_wait(monkeypatch)
     assert rendezvous.form_cluster(lambda: "second", 1, tf_config=config) == "second"
 
 
+def test_form_cluster_counts_later_builds_for_the_rebuilt_callback(monkeypatch):
+    """Only a later build calls ``rebuilt``, with how many strategies the process built."""
+    monkeypatch.setattr(rendezvous, "_JOINED", {})
+    monkeypatch.setattr(rendezvous, "wait_for_peers", lambda *args, **kwargs: time.monotonic())
+    config, calls = _config(["127.0.0.1:1", "127.0.0.1:2"]), []
+    for build in ("first", "second", "third"):
+        assert rendezvous.form_cluster(lambda b=build: b, 7, tf_config=config,
+                                       stream=io.StringIO(),
+                                       rebuilt=lambda *args: calls.append(args)) == build
+    assert calls == [(2, 7), (3, 7)]
+
+
 @pytest.mark.slow
 def test_wait_for_peers_missing_peer_fails_in_time_with_progress(monkeypatch):
     monkeypatch.setattr(rendezvous, "PROGRESS_SECONDS", 1)

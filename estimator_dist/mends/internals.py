@@ -2,7 +2,8 @@
 
 What the package needs to know and TF 2.15 keeps private: the distribute coordinator's
 worker context, Slurm's host-list syntax, which variables are mirrored, and where a
-worker stands in a multi-worker strategy. Each is read here and nowhere else.
+worker stands in a multi-worker strategy. Each is read here and nowhere else, as is the
+coordination service's barrier (a wait that changes nothing).
 """
 from __future__ import annotations
 

@@ -215,6 +215,8 @@ def _multi_worker(num_replicas: int | None, options: dict[str, Any],
 
     def build() -> tf.distribute.MultiWorkerMirroredStrategy:
         check_collectives_configurable()
+        mends.apply("coordination_heartbeat", cluster=tf_config.cluster,
+                    task_type=tf_config.task_type, seconds=timeout)
         return _MultiWorkerMirroredStrategy(
             communication_options=tf.distribute.experimental.CommunicationOptions(
                 timeout_seconds=timeout, **packing))

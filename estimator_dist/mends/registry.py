@@ -366,6 +366,20 @@ MENDS = {mend.name: mend for mend in (
         strategies=("multi_worker",),
     ),
     Mend(
+        name="coordination_heartbeat",
+        module="estimator_dist.mends.coordination_heartbeat",
+        defect="in TF2 behaviour the coordination service MultiWorkerMirroredStrategy starts "
+               "aborts every task's collectives when one task's heartbeat is 10 s late: a "
+               "worker paused or starved that long ends a healthy cluster",
+        test="tests/estimator_dist/hooks/test_watchdog.py::"
+             "test_tf_paused_peer_past_the_heartbeat_aborts_the_collectives",
+        changes="the eager context's coordination service is configured as the strategy "
+                "would, before its first build, with a heartbeat timeout of "
+                "collective_timeout",
+        scope="process",
+        strategies=(),  # Installed by the multi_worker builder, which knows the cluster.
+    ),
+    Mend(
         name="input_end",
         module="estimator_dist.mends.input_end",
         defect="under MultiWorkerMirroredStrategy the worker whose finite input ends first "

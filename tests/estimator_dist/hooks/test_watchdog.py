@@ -251,3 +251,68 @@ def test_mend_takes_the_timeout_out_of_the_strategys_collectives(python_run, off
     result = python_run(["-c", _STRATEGY_COLLECTIVES], timeout=120,
                         env={"ESTIMATOR_DIST_MENDS_OFF": off})
     assert f"TIMEOUTS {timeouts}\n" in result.stdout, result.stderr[-2000:]
+
+
+# A pause longer than TensorFlow's 10 s coordination-service heartbeat timeout, shorter
+# than the stall watchdog's bound.
+_PAUSE_SECONDS = 15
+
+
+def _pause(process, seconds):
+    process.send_signal(signal.SIGSTOP)
+    time.sleep(seconds)
+    process.send_signal(signal.SIGCONT)
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+@pytest.mark.both_ends
+@pytest.mark.timeout(300)
+def test_tf_paused_peer_past_the_heartbeat_aborts_the_collectives(tmp_path):
+    """TensorFlow's fact behind mend coordination_heartbeat: in TF2 behaviour a worker
+    paused for longer than 10 s ends the collectives of its healthy peer."""
+    ports = free_ports(2)
+    log = tmp_path / "worker0.log"
+    with open(log, "w") as out:
+        workers = [subprocess.Popen([sys.executable, "-m", "tests.programs.paused_peer_job",
+                                     "1200"], env=worker_env(ports, i), cwd=REPO_ROOT,
+                                    stdout=out if i == 0 else subprocess.DEVNULL,
+                                    stderr=subprocess.STDOUT if i == 0 else subprocess.DEVNULL)
+                   for i in range(2)]
+    try:
+        deadline = time.monotonic() + 120
+        while "STARTED" not in log.read_text():
+            assert time.monotonic() < deadline and workers[0].poll() is None, log.read_text()
+            time.sleep(0.5)
+        _pause(workers[1], _PAUSE_SECONDS)
+        code = workers[0].wait(timeout=120)
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    assert "\nERROR UnavailableError: " in text, text[-3000:]
+    # TF 2.15's words, then 2.16+'s.
+    assert re.search("heartbeat timeout|stopped sending heartbeats", text), text[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.multi_process
+@pytest.mark.both_ends
+@pytest.mark.timeout(300)
+def test_paused_peer_within_collective_timeout_trains_on(model_dir, tmp_path):
+    """A CLI worker paused past TensorFlow's heartbeat timeout but within
+    collective_timeout: both workers go on training (mend coordination_heartbeat)."""
+    workers, logs = _start_workers(model_dir, tmp_path)
+    try:
+        _wait_for_checkpoint(model_dir, 200, workers, 200)
+        _pause(workers[1], _PAUSE_SECONDS)
+        resumed = checkpoint_step.newest_step(model_dir)
+        _wait_for_checkpoint(model_dir, resumed + 400, workers, 120)
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    for log in logs:
+        assert "heartbeat" not in log.read_text()

@@ -14,7 +14,7 @@ import sys
 import warnings
 from typing import Any
 
-from estimator_dist.mends import registry
+from estimator_dist.mends import import_hook, releases
 
 
 def quiet_tensorflow(verbose: bool) -> None:
@@ -44,7 +44,7 @@ def tensorflow_python_logging(verbose: bool) -> None:
     tf.get_logger().setLevel(level)
 
 
-class _QuietImport(registry.AfterImport):
+class _QuietImport(import_hook.AfterImport):
     """Imports ``tensorflow`` with file descriptor 2 on /dev/null, then steps aside."""
 
     def __init__(self) -> None:
@@ -67,8 +67,8 @@ class _QuietImport(registry.AfterImport):
 def quiet_import() -> None:
     """Silences what TensorFlow 2.16+ logs while it is imported (C++ lines no log level
     reaches), from the moment it is imported; nothing on 2.15, or once it is imported."""
-    release = registry.tensorflow_release()
-    if ("tensorflow" in sys.modules or release is None or release in registry.LEGACY
+    release = releases.tensorflow_release()
+    if ("tensorflow" in sys.modules or release is None or release in releases.LEGACY
             or any(isinstance(f, _QuietImport) for f in sys.meta_path)):
         return
     sys.meta_path.insert(0, _QuietImport())

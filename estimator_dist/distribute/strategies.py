@@ -81,7 +81,7 @@ class _MirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
 
 class _MultiWorkerMendsMixin(extended.Mixin):
     """Applies the mends MultiWorkerMirroredStrategy needs under Estimator
-    (``mends.registry``): sparse gradients exchanged as rows (or dense, by the mend's
+    (``mends.catalogue``): sparse gradients exchanged as rows (or dense, by the mend's
     rule), batch norm's moving statistics mirrored."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

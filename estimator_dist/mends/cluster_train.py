@@ -7,7 +7,7 @@ read). ``train_and_evaluate`` trains in that mode by handing each task to
 ``run_distribute_coordinator``, whose worker function copies the Estimator, fills its
 config from the worker context and trains the copy with the coordinator mode cleared.
 
-``install()`` (mend ``cluster_train`` of ``mends.registry``, installed by ``make_run_config``
+``install()`` (mend ``cluster_train`` of ``mends.catalogue``, installed by ``make_run_config``
 for "multi_worker" and "parameter_server")
 makes ``Estimator.train`` take that same route in INDEPENDENT_WORKER mode: a worker trains,
 a ``ps`` task serves variables until it is stopped, as under ``train_and_evaluate``. Other

@@ -11,7 +11,7 @@ expression, which is always true, so every ``train_distribute`` gets that hook (
 * with several replicas in a process the hook's stop op is a ``PerReplica`` value, and
   its first check fails with "TypeError: Argument `fetch` = PerReplica ...".
 
-``install()`` (mend ``early_stopping`` of ``mends.registry``, installed by
+``install()`` (mend ``early_stopping`` of ``mends.catalogue``, installed by
 ``make_run_config`` when it builds a strategy) mends both: the
 replicas of one process check on a timer of seconds or steps, as without a strategy; a
 cluster keeps TensorFlow's rule (every worker must check at the same step, since the stop

@@ -10,7 +10,7 @@ a minute waits up to twelve more for its evaluator, without a word (a two-worker
 that trained 40 steps in 12 s ended 717 s after its final checkpoint: the evaluation
 came at 116 s, then the throttle's sleep; with this mend it ended after 2 s).
 
-``install()`` (mend ``evaluator_end`` of ``mends.registry``, installed by
+``install()`` (mend ``evaluator_end`` of ``mends.catalogue``, installed by
 ``make_run_config`` for the cluster strategies) runs TensorFlow's loop with both sleeps
 replaced by a wait that reads the newest checkpoint's step once a second and ends as
 soon as that step reaches ``TrainSpec.max_steps`` in a checkpoint not yet evaluated; the

@@ -74,7 +74,7 @@ def test_cluster_state_without_a_source_is_none():
 
 
 def test_mend_states_version_mismatch_shows_the_refusal(monkeypatch):
-    monkeypatch.setattr(mends.registry, "tensorflow_release", lambda: "2.22")
+    monkeypatch.setattr(mends.releases, "tensorflow_release", lambda: "2.22")
     state = doctor.mend_states()["cluster_train"]["state"]
     assert state.startswith("refused: tensorflow must be one of 2.15, 2.16-2.21 for mend "
                             "'cluster_train'")

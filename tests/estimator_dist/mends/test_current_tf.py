@@ -13,13 +13,13 @@ import pytest
 import tensorflow as tf
 
 from estimator_dist import mends
-from estimator_dist.mends import registry
+from estimator_dist.mends import releases
 from tests.support import run_python
 
 pytestmark = pytest.mark.both_ends
 
 _PROBE = os.path.join(os.path.dirname(__file__), "current_tf_probe.py")
-CURRENT = mends.tensorflow_release() in registry.CURRENT
+CURRENT = mends.tensorflow_release() in releases.CURRENT
 
 
 def _probe(*args, env=None):

@@ -9,36 +9,36 @@ import estimator_dist
 from estimator_dist import mends
 from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError
-from estimator_dist.mends import registry
+from estimator_dist.mends import catalogue, releases
 
 _ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize("name", registry.NAMES)
+@pytest.mark.parametrize("name", catalogue.NAMES)
 def test_mend_entry_names_an_existing_test(name):
-    path, test = registry.MENDS[name].test.split("::")
-    assert f"def {test}(" in (_ROOT / path).read_text(), registry.MENDS[name].test
+    path, test = catalogue.MENDS[name].test.split("::")
+    assert f"def {test}(" in (_ROOT / path).read_text(), catalogue.MENDS[name].test
 
 
-@pytest.mark.parametrize("name", registry.NAMES)
+@pytest.mark.parametrize("name", catalogue.NAMES)
 def test_mend_entry_scope_and_strategies_are_known(name):
-    mend = registry.MENDS[name]
-    assert mend.scope in registry.SCOPES
+    mend = catalogue.MENDS[name]
+    assert mend.scope in catalogue.SCOPES
     assert set(mend.strategies) <= set(strategy_table.NAMES)
     assert mend.defect and mend.changes and mend.turn_off.endswith(name)
 
 
-@pytest.mark.parametrize("name", registry.NAMES)
+@pytest.mark.parametrize("name", catalogue.NAMES)
 def test_mend_module_has_its_entry_point(name):
-    mend = registry.MENDS[name]
+    mend = catalogue.MENDS[name]
     module = importlib.import_module(mend.module)
     assert callable(getattr(module, "install" if mend.scope in ("import", "process")
                             else "apply"))
 
 
-@pytest.mark.parametrize("name", registry.NAMES)
+@pytest.mark.parametrize("name", catalogue.NAMES)
 def test_mend_lives_in_the_mends_folder(name):
-    assert registry.MENDS[name].module.startswith("estimator_dist.mends.")
+    assert catalogue.MENDS[name].module.startswith("estimator_dist.mends.")
 
 
 def test_installed_lists_what_make_run_config_installed():
@@ -54,7 +54,7 @@ def test_install_for_is_idempotent():
 
 
 def test_version_mismatch_refused_at_install(monkeypatch):
-    monkeypatch.setattr(registry, "tensorflow_release", lambda: "2.22")
+    monkeypatch.setattr(releases, "tensorflow_release", lambda: "2.22")
     with pytest.raises(UsageError, match=r"^tensorflow must be one of 2\.15, 2\.16-2\.21 for "
                                          r"mend 'early_stopping' .*ESTIMATOR_DIST_MENDS_OFF="
                                          r"early_stopping\)\. Received: tensorflow=2\.22$"):
@@ -62,27 +62,27 @@ def test_version_mismatch_refused_at_install(monkeypatch):
 
 
 def test_estimator_release_other_than_2_15_refused(monkeypatch):
-    monkeypatch.setattr(registry, "_versions", lambda: {"tensorflow-estimator": "2.14.0"})
+    monkeypatch.setattr(releases, "_versions", lambda: {"tensorflow-estimator": "2.14.0"})
     with pytest.raises(UsageError, match=r"^tensorflow-estimator must be 2\.15\.x .*"
                                          r"Received: tensorflow-estimator=2\.14\.0$"):
         estimator_dist.make_run_config("default")
 
 
 def test_release_from_distribution_metadata_when_tensorflow_not_imported(monkeypatch):
-    monkeypatch.delitem(registry.sys.modules, "tensorflow")
-    monkeypatch.setattr(registry, "_versions",
+    monkeypatch.delitem(releases.sys.modules, "tensorflow")
+    monkeypatch.setattr(releases, "_versions",
                         lambda: {"tensorflow-cpu": "2.15.1", "tensorflow": "2.21.0"})
-    assert registry.tensorflow_release() == "2.21"
-    monkeypatch.setattr(registry, "_versions", lambda: {"numpy": "2.0.0"})
-    assert registry.tensorflow_release() is None
+    assert releases.tensorflow_release() == "2.21"
+    monkeypatch.setattr(releases, "_versions", lambda: {"numpy": "2.0.0"})
+    assert releases.tensorflow_release() is None
 
 
 def test_mend_of_other_releases_not_applied(monkeypatch):
-    mend = registry.MENDS["estimator_api"]
-    monkeypatch.setattr(registry, "tensorflow_release", lambda: "2.15")
-    assert not registry.applies(mend)
-    monkeypatch.setattr(registry, "tensorflow_release", lambda: "2.21")
-    assert registry.applies(mend)
+    mend = catalogue.MENDS["estimator_api"]
+    monkeypatch.setattr(releases, "tensorflow_release", lambda: "2.15")
+    assert not releases.applies(mend)
+    monkeypatch.setattr(releases, "tensorflow_release", lambda: "2.21")
+    assert releases.applies(mend)
 
 
 def test_turned_off_unknown_name_lists_the_mends(monkeypatch):
@@ -94,7 +94,7 @@ def test_turned_off_unknown_name_lists_the_mends(monkeypatch):
 
 def test_turned_off_all_names_every_mend(monkeypatch):
     monkeypatch.setenv(mends.OFF_VARIABLE, "all")
-    assert mends.turned_off() == frozenset(registry.NAMES)
+    assert mends.turned_off() == frozenset(catalogue.NAMES)
 
 
 def test_turned_off_strategy_mend_leaves_the_strategy_as_tensorflow_builds_it(monkeypatch):
@@ -136,16 +136,16 @@ def test_tpu_guard_off_plain_estimator_takes_a_tpu_config(monkeypatch, model_dir
 
 def test_docs_list_every_mend():
     text = (_ROOT / "docs" / "mends.md").read_text()
-    assert all(f"| `{name}` |" in text for name in registry.NAMES)
+    assert all(f"| `{name}` |" in text for name in catalogue.NAMES)
 
 
 def test_mend_strategies_agree_with_the_strategy_table():
     kinds = strategy_table.STRATEGIES
-    assert registry.MENDS["cluster_train"].strategies == strategy_table.CLUSTER_NAMES
-    assert registry.MENDS["evaluator_end"].strategies == strategy_table.CLUSTER_NAMES
-    assert registry.MENDS["steps_per_run"].strategies == tuple(
+    assert catalogue.MENDS["cluster_train"].strategies == strategy_table.CLUSTER_NAMES
+    assert catalogue.MENDS["evaluator_end"].strategies == strategy_table.CLUSTER_NAMES
+    assert catalogue.MENDS["steps_per_run"].strategies == tuple(
         name for name, kind in kinds.items() if kind.loops)
-    assert registry.MENDS["tpu_estimator_guard"].strategies == tuple(
+    assert catalogue.MENDS["tpu_estimator_guard"].strategies == tuple(
         name for name, kind in kinds.items() if kind.tpu)
-    assert registry.MENDS["early_stopping"].strategies == tuple(
+    assert catalogue.MENDS["early_stopping"].strategies == tuple(
         name for name, kind in kinds.items() if not kind.tpu)

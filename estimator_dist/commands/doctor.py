@@ -90,8 +90,10 @@ def cluster_state(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def mend_states() -> dict[str, dict[str, Any]]:
-    """Every mend: its scope, strategies and whether it is active here."""
+    """Every mend: its scope, the strategies whose facts need it and whether it is active
+    here."""
     from estimator_dist import mends
+    from estimator_dist.distribute import strategy_table
     from estimator_dist.errors import UsageError
 
     try:
@@ -105,7 +107,8 @@ def mend_states() -> dict[str, dict[str, Any]]:
         state = ("refused: " + fault if fault else f"off ({mends.OFF_VARIABLE})" if name in off
                  else "active" if mends.applies(mend)
                  else f"not needed on TensorFlow {release}: {mend.elsewhere}")
-        states[name] = {"state": state, "scope": mend.scope, "strategies": list(mend.strategies),
+        states[name] = {"state": state, "scope": mend.scope,
+                        "strategies": list(strategy_table.names_where(mend.needed_by)),
                         "installed_here": name in mends.installed()}
     return states
 

@@ -283,7 +283,7 @@ def make_run_config(strategy: strategy_table.StrategyKind | str = "default", *,
         raise UsageError(
             f"tpu and use_tpu apply to strategy 'tpu' only. Received: strategy={kind.name!r}")
     _check_run_config_args(kind, run_config_kwargs)
-    mends.install_for(kind.name)
+    mends.install_for(kind)
     if kind.tpu:
         if steps_per_run is not None:
             run_config_kwargs["iterations_per_loop"] = steps_per_run

@@ -7,7 +7,8 @@ comparing names: the command line's choices, the settings check, the run plan
 Imports no TensorFlow, so the command line can list the names before TensorFlow starts:
 builders are named here by their import path and loaded when a strategy is built. A new
 strategy is one ``StrategyKind`` entry here plus its builder (docs/architecture.md,
-"Adding a strategy").
+"Adding a strategy"); the process-wide mends it needs follow from its facts
+(``mends.catalogue``, ``Mend.needs``).
 """
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ class StrategyKind:
       loops: several training steps per ``Session.run`` are supported under it.
       collectives: replicas meet in collectives every step, so a lost peer is fatal
         (``PeerFailureHook`` ends the run instead of retrying forever).
+      mirrored_variables: each of several replicas holds its own copy of every variable
+        (tf.distribute's mirrored variables), kept equal only while every update is
+        all-reduced, so copies updated apart drift (``divergence_check``).
       tpu: built through ``TPUEstimator`` and its own RunConfig, not a tf.distribute
         strategy; input_fns go through ``tpu_input_fn``.
       one_replica: None where ``num_replicas`` sets the replicas; else ``num_replicas``
@@ -48,6 +52,7 @@ class StrategyKind:
     synchronous: bool = True
     loops: bool = True
     collectives: bool = False
+    mirrored_variables: bool = False
     tpu: bool = False
     one_replica: str | None = None
     options: tuple[str, ...] = ()
@@ -58,9 +63,10 @@ _BUILDERS = "estimator_dist.distribute.strategies"
 
 STRATEGIES = {kind.name: kind for kind in (
     StrategyKind("default", builder=f"{_BUILDERS}:_default", one_replica=""),
-    StrategyKind("mirrored", builder=f"{_BUILDERS}:_mirrored"),
+    StrategyKind("mirrored", builder=f"{_BUILDERS}:_mirrored", mirrored_variables=True),
     StrategyKind(
         "multi_worker", builder=f"{_BUILDERS}:_multi_worker", cluster=True, collectives=True,
+        mirrored_variables=True,
         one_replica=" (one replica per worker process; add workers to TF_CONFIG instead)",
         options=("collective_timeout", "all_reduce_bytes_per_pack", "all_reduce_dtype",
                  "sparse_gradients", "rendezvous_timeout")),

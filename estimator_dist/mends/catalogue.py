@@ -1,15 +1,52 @@
 """The mends, one entry each: what TensorFlow gets wrong, the test that shows it, what the
-mend changes, where it applies, on which TensorFlow releases, and how to turn it off.
+mend changes, the facts of a strategy that needs it, on which TensorFlow releases, and how
+to turn it off.
 
-Data only: ``registry`` applies the entries, ``releases`` says which releases need them.
+A mend names no strategy: it says which facts of a strategy's kind make it needed
+(``Mend.needs``, the fields of ``distribute.strategy_table.StrategyKind`` that
+``StrategyFacts`` lists), so a strategy added to the table gets the mends its facts call
+for. Data only: ``registry`` applies the entries, ``releases`` says on which releases.
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 from estimator_dist.mends.releases import CURRENT, OFF_VARIABLE, SUPPORTED
 
 SCOPES = ("import", "process", "strategy", "estimator")
+# The needs of a mend that every strategy needs.
+ANY: tuple[str, ...] = ()
+
+
+class StrategyFacts(Protocol):
+    """The facts of a strategy's kind that a mend may need (``StrategyKind`` of
+    ``distribute.strategy_table``, which says what each means; read here by name)."""
+
+    @property
+    def cluster(self) -> bool: ...
+
+    @property
+    def synchronous(self) -> bool: ...
+
+    @property
+    def loops(self) -> bool: ...
+
+    @property
+    def collectives(self) -> bool: ...
+
+    @property
+    def mirrored_variables(self) -> bool: ...
+
+    @property
+    def tpu(self) -> bool: ...
+
+
+def _holds(fact: str, kind: StrategyFacts) -> bool:
+    """Whether ``fact`` (a fact's name, e.g. "cluster", or "not" and one, "not tpu") holds
+    of ``kind``."""
+    name = fact.removeprefix("not ")
+    return bool(getattr(kind, name)) == (name == fact)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +61,10 @@ class Mend:
       changes: what the mend replaces or adds.
       scope: "process" (module attributes of TensorFlow replaced for every caller),
         "strategy" (one strategy object's class) or "estimator" (one Estimator or config).
-      strategies: the strategy names it applies to (all of them for scope "import").
+      needs: the facts of a strategy's kind under which it applies, all of them: a fact
+        of ``StrategyFacts`` by name ("cluster") or "not" and one ("not tpu"); ``ANY``
+        (none) for every strategy (and for scope "import"); None for a mend applied only
+        where its caller asks for it, never by ``install_for``.
       tensorflow: the TensorFlow releases it is checked on and installed on.
       elsewhere: why it is not installed on the other supported releases.
     """
@@ -35,7 +75,7 @@ class Mend:
     test: str
     changes: str
     scope: str
-    strategies: tuple[str, ...]
+    needs: tuple[str, ...] | None
     tensorflow: tuple[str, ...] = SUPPORTED
     elsewhere: str = ""
 
@@ -43,8 +83,11 @@ class Mend:
     def turn_off(self) -> str:
         return f"{OFF_VARIABLE}={self.name}"
 
+    def needed_by(self, kind: StrategyFacts) -> bool:
+        """Whether a strategy of ``kind`` needs it: every fact of ``needs`` holds."""
+        return self.needs is not None and all(_holds(fact, kind) for fact in self.needs)
 
-_ALL = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
+
 _HAS_ESTIMATOR = "TensorFlow 2.15 ships tf.estimator itself"
 
 MENDS = {mend.name: mend for mend in (
@@ -57,7 +100,7 @@ MENDS = {mend.name: mend for mend in (
         test="tests/estimator_dist/mends/test_current_tf.py::"
              "test_tf_export_has_no_estimator_api_name",
         changes="tf_export.ESTIMATOR_API_NAME and its API_ATTRS / API_ATTRS_V1 rows",
-        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
     ),
     Mend(
         name="estimator_training",
@@ -69,7 +112,7 @@ MENDS = {mend.name: mend for mend in (
              "test_tf_has_no_estimator_training_module",
         changes="the module again, the package's own: RunConfig's TF_CONFIG set-up and the "
                 "distribute-coordinator glue of train_and_evaluate, train and evaluate",
-        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
     ),
     Mend(
         name="tpu_modules",
@@ -80,7 +123,7 @@ MENDS = {mend.name: mend for mend in (
         test="tests/estimator_dist/mends/test_current_tf.py::test_tf_has_no_tpu_session_support",
         changes="stand-in modules under those names: they import, and any use raises one "
                 "line naming the TPU piece (TPU training and TPU embeddings need TF 2.15)",
-        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
     ),
     Mend(
         name="estimator_keras",
@@ -91,7 +134,7 @@ MENDS = {mend.name: mend for mend in (
              "test_keras_3_has_no_dense_features",
         changes="tensorflow-estimator's modules, and only they, see tf.keras as tf-keras (an "
                 "import hook on the tensorflow_estimator package); the user's tf.keras stays",
-        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
     ),
     Mend(
         name="v1_layers",
@@ -102,7 +145,7 @@ MENDS = {mend.name: mend for mend in (
              "test_keras_3_refuses_v1_layers_and_cells",
         changes="tf.compat.v1.layers and tf.compat.v1.nn.rnn_cell bound to tf-keras's legacy "
                 "modules (TF_USE_LEGACY_KERAS is not needed, tf.keras stays Keras 3)",
-        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
     ),
     Mend(
         name="estimator_api",
@@ -111,7 +154,7 @@ MENDS = {mend.name: mend for mend in (
         test="tests/estimator_dist/mends/test_current_tf.py::test_tf_has_no_estimator",
         changes="tf.estimator, tf.compat.v2.estimator and tf.compat.v1.estimator bound to "
                 "tensorflow-estimator 2.15.0's API modules, unmodified",
-        scope="import", strategies=_ALL, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
     ),
     Mend(
         name="keras_3_layer_names",
@@ -123,7 +166,7 @@ MENDS = {mend.name: mend for mend in (
              "test_keras_3_layers_in_a_model_fn_renamed_between_graphs",
         changes="Estimator._call_model_fn: Keras 3's name counters kept per graph while a "
                 "model_fn builds it, as Keras 2 kept them",
-        scope="import", strategies=_ALL, tensorflow=CURRENT,
+        scope="import", needs=ANY, tensorflow=CURRENT,
         elsewhere="Keras 2 (TensorFlow 2.15's tf.keras) numbers layers per graph",
     ),
     Mend(
@@ -136,7 +179,7 @@ MENDS = {mend.name: mend for mend in (
         changes="tf.keras.estimator.model_to_estimator: tf-keras models converted by "
                 "tensorflow-estimator, a Keras 3 model refused in one line naming "
                 "tf_keras and TF_USE_LEGACY_KERAS=1",
-        scope="import", strategies=_ALL, tensorflow=CURRENT,
+        scope="import", needs=ANY, tensorflow=CURRENT,
         elsewhere="TensorFlow 2.15's tf.keras (Keras 2) has its own",
     ),
     Mend(
@@ -150,7 +193,7 @@ MENDS = {mend.name: mend for mend in (
         changes="tf.estimator.experimental.make_early_stopping_hook (and the v1 and "
                 "tensorflow_estimator names) and _MultiWorkerEarlyStoppingHook.begin",
         scope="process",
-        strategies=("default", "mirrored", "multi_worker", "parameter_server"),
+        needs=("not tpu",),
     ),
     Mend(
         name="cluster_train",
@@ -162,7 +205,7 @@ MENDS = {mend.name: mend for mend in (
         changes="estimator_training.estimator_train: INDEPENDENT_WORKER mode trains through "
                 "the distribute coordinator, as train_and_evaluate does",
         scope="process",
-        strategies=("multi_worker", "parameter_server"),
+        needs=("cluster",),
     ),
     Mend(
         name="sparse_gradients",
@@ -182,7 +225,7 @@ MENDS = {mend.name: mend for mend in (
                 "dense bytes, else dense; tables under 256 KiB all-reduced dense with the "
                 "dense gradients; sparse_gradients='rows' / 'dense' forces one way",
         scope="strategy",
-        strategies=("multi_worker",),
+        needs=("collectives",),
     ),
     Mend(
         name="batch_norm_statistics",
@@ -195,7 +238,7 @@ MENDS = {mend.name: mend for mend in (
         changes="the strategy's scope(): ON_READ MEAN variables are created ON_WRITE "
                 "(mirrored, averaged as they are updated)",
         scope="strategy",
-        strategies=("multi_worker",),
+        needs=("collectives",),
     ),
     Mend(
         name="divergence_check",
@@ -207,7 +250,7 @@ MENDS = {mend.name: mend for mend in (
         changes="the strategy's extended call_for_each_replica: a DivergenceHook appended "
                 "to every Estimator training spec",
         scope="strategy",
-        strategies=("mirrored", "multi_worker"),
+        needs=("mirrored_variables",),
     ),
     Mend(
         name="steps_per_run",
@@ -220,7 +263,7 @@ MENDS = {mend.name: mend for mend in (
                 "the instance once Estimator's constructor has checked its members; only for "
                 "steps_per_run > 1",
         scope="estimator",
-        strategies=("default", "mirrored", "multi_worker"),
+        needs=("loops",),
     ),
     Mend(
         name="tpu_estimator_guard",
@@ -232,7 +275,7 @@ MENDS = {mend.name: mend for mend in (
         changes="TPURunConfig.train_distribute looks at its reader's frame and refuses a "
                 "plain Estimator",
         scope="estimator",
-        strategies=("tpu",),
+        needs=("tpu",),
     ),
     Mend(
         name="tpu_validate_logging",
@@ -245,7 +288,7 @@ MENDS = {mend.name: mend for mend in (
         changes="TPURunConfig.log_step_count_steps, read by a TPUEstimator on CPU, is "
                 "multiplied by iterations_per_loop",
         scope="estimator",
-        strategies=("tpu",),
+        needs=("tpu",),
     ),
     Mend(
         name="tpu_estimator_kept",
@@ -258,7 +301,7 @@ MENDS = {mend.name: mend for mend in (
                 "strategy, it returns the Estimator make_estimator builds "
                 "(estimator.kept_tpu_estimator, handed to the mend by mends.provide)",
         scope="process",
-        strategies=("default", "mirrored", "multi_worker", "parameter_server"),
+        needs=("not tpu",),
     ),
     Mend(
         name="custom_gradient_leak",
@@ -271,7 +314,7 @@ MENDS = {mend.name: mend for mend in (
         changes="custom_gradient's graph-mode decorator: the gradient function kept on its "
                 "graph, a weakly referring stand-in in the registry, removed with the graph",
         scope="process",
-        strategies=("default", "mirrored", "multi_worker", "parameter_server", "tpu"),
+        needs=ANY,
     ),
     Mend(
         name="embedding_rows",
@@ -288,7 +331,7 @@ MENDS = {mend.name: mend for mend in (
                 "embedding_ops.embedding_lookup_sparse_impl (a distributed variable's replica "
                 "copy looked up): the lookup gathers the rows the batch touches",
         scope="process",
-        strategies=_ALL,
+        needs=ANY,
     ),
     Mend(
         name="params_by_mode",
@@ -300,7 +343,7 @@ MENDS = {mend.name: mend for mend in (
         changes="the Estimator's _call_input_fn and _call_model_fn, on the instance: params "
                 "with each mode's per-replica batch_size",
         scope="estimator",
-        strategies=("default", "mirrored", "multi_worker", "parameter_server"),
+        needs=("not tpu",),
     ),
     Mend(
         name="loss_scaling",
@@ -313,7 +356,7 @@ MENDS = {mend.name: mend for mend in (
         changes="Estimator._call_model_fn and the v1 Optimizer's compute_gradients / "
                 "apply_gradients: a dynamic loss scale while a float16 TRAIN model_fn runs",
         scope="process",
-        strategies=(),  # Installed when mixed_precision="float16" asks for it.
+        needs=None,  # Installed when mixed_precision="float16" asks for it.
     ),
     Mend(
         name="collective_watchdog",
@@ -327,7 +370,7 @@ MENDS = {mend.name: mend for mend in (
                 "extended call_for_each_replica appends a StallWatchdogHook that ends a "
                 "stalled task after collective_timeout seconds, naming the peer",
         scope="strategy",
-        strategies=("multi_worker",),
+        needs=("collectives",),
     ),
     Mend(
         name="coordination_heartbeat",
@@ -341,7 +384,7 @@ MENDS = {mend.name: mend for mend in (
                 "would, before its first build, with a heartbeat timeout of "
                 "collective_timeout",
         scope="process",
-        strategies=(),  # Installed by the multi_worker builder, which knows the cluster.
+        needs=None,  # Installed by the multi_worker builder, which knows the cluster.
     ),
     Mend(
         name="input_end",
@@ -353,7 +396,7 @@ MENDS = {mend.name: mend for mend in (
         changes="the strategy's make_input_fn_iterator: elements flagged and the flags "
                 "summed across workers each step, so every worker stops after the same step",
         scope="strategy",
-        strategies=("multi_worker",),
+        needs=("collectives",),
     ),
     Mend(
         name="evaluator_end",
@@ -368,7 +411,7 @@ MENDS = {mend.name: mend for mend in (
                 "TensorFlow's loop whose two sleeps end once the newest checkpoint reaches "
                 "TrainSpec.max_steps; waits over 30 s say why on stderr",
         scope="process",
-        strategies=("multi_worker", "parameter_server"),
+        needs=("cluster",),
     ),
     Mend(
         name="bfloat16_all_reduce",
@@ -380,7 +423,7 @@ MENDS = {mend.name: mend for mend in (
         changes="the strategy's extended _batch_reduce_to: float32 values cast to bfloat16 "
                 "for the all-reduce and back",
         scope="strategy",
-        strategies=("multi_worker",),
+        needs=("collectives",),
     ),
     Mend(
         name="saver_graph_events",
@@ -395,7 +438,7 @@ MENDS = {mend.name: mend for mend in (
                 "_summary_writer passes on everything but the graph and the meta graph, and "
                 "is flushed when the hook ends; the process's writer writes the graph once",
         scope="estimator",
-        strategies=("default", "mirrored", "multi_worker", "parameter_server"),
+        needs=("not tpu",),
     ),
 )}
 

@@ -3,8 +3,8 @@
 ``apply(name, target, **options)`` installs a process-wide mend (its module's
 ``install(**options)``) or applies a per-strategy or per-Estimator one to ``target`` (its
 module's ``apply(target, **options)``); ``asked="..."`` says that the caller needs it, so
-that a mend turned off is refused there rather than left out. ``install_for(strategy)``
-(called by ``make_run_config``) applies the process-wide ones a strategy needs. A
+that a mend turned off is refused there rather than left out. ``install_for(kind)``
+(called by ``make_run_config``) applies the process-wide ones a strategy's kind needs. A
 process-wide mend that needs code of a layer above the mends is given it by
 ``provide(name, **needs)`` (``estimator_dist/__init__.py`` does it), never by an import
 that runs up. ``installed()`` lists what this process installed. The mends themselves are
@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from estimator_dist.errors import UsageError
 from estimator_dist.mends import releases
-from estimator_dist.mends.catalogue import MENDS, NAMES, Mend
+from estimator_dist.mends.catalogue import MENDS, NAMES, Mend, StrategyFacts
 from estimator_dist.mends.releases import OFF_VARIABLE
 
 _INSTALLED: dict[str, str] = {}  # name -> scope, in the order installed in this process.
@@ -56,15 +56,17 @@ def _checked(name: str) -> Mend:
     return mend
 
 
-def install_for(strategy: str) -> None:
-    """Installs the process-wide mends ``strategy`` needs (idempotent).
+def install_for(kind: StrategyFacts) -> None:
+    """Installs the process-wide mends a strategy of ``kind`` needs by its facts
+    (``Mend.needed_by``): ``kind`` is a ``StrategyKind``, read by the facts' names.
+    Idempotent.
 
     Raises:
       UsageError: TensorFlow of a release the package was not checked on (turn the mends
         off to run).
     """
     for mend in MENDS.values():
-        if mend.scope == "process" and strategy in mend.strategies:
+        if mend.scope == "process" and mend.needed_by(kind):
             apply(mend.name)
 
 

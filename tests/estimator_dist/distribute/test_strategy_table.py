@@ -8,6 +8,7 @@ from estimator_dist.commands import train
 from estimator_dist.job import settings as settings_lib
 from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError
+from estimator_dist.mends import catalogue, registry
 
 
 def test_strategies_each_name_has_a_builder_or_is_tpu():
@@ -71,6 +72,21 @@ def test_added_strategy_reaches_make_run_config(added_strategy, model_dir):
     with pytest.raises(UsageError, match=r"num_replicas must be 1 or None for strategy "
                                          r"'one_device'\. Received: num_replicas=2"):
         estimator_dist.make_run_config(added_strategy.name, num_replicas=2)
+
+
+def test_added_strategy_gets_the_mends_of_its_facts(added_strategy, model_dir, monkeypatch):
+    """No mend names the new strategy: its facts (no cluster, no TPU, steps looped, no
+    collectives, no mirrored variables) call for the mends "default" gets, the same facts."""
+    installed = []
+    monkeypatch.setattr(registry, "apply", installed.append)
+    estimator_dist.make_run_config(added_strategy.name, model_dir=model_dir)
+    assert installed == ["early_stopping", "tpu_estimator_kept", "custom_gradient_leak",
+                         "embedding_rows"]
+    needed = [name for name, mend in catalogue.MENDS.items()
+              if mend.scope != "import" and mend.needed_by(added_strategy)]
+    assert needed == ["early_stopping", "steps_per_run", "tpu_estimator_kept",
+                      "custom_gradient_leak", "embedding_rows", "params_by_mode",
+                      "saver_graph_events"]
 
 
 def test_added_strategy_reaches_the_plan(added_strategy, model_dir):

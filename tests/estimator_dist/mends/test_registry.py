@@ -1,4 +1,5 @@
 """The mends' registry: every entry complete, installation explicit, checked and listed."""
+import dataclasses
 import importlib
 import pathlib
 
@@ -9,7 +10,7 @@ import estimator_dist
 from estimator_dist import mends
 from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError
-from estimator_dist.mends import catalogue, releases
+from estimator_dist.mends import catalogue, registry, releases
 
 _ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -24,7 +25,9 @@ def test_mend_entry_names_an_existing_test(name):
 def test_mend_entry_scope_and_strategies_are_known(name):
     mend = catalogue.MENDS[name]
     assert mend.scope in catalogue.SCOPES
-    assert set(mend.strategies) <= set(strategy_table.NAMES)
+    facts = {field.name for field in dataclasses.fields(strategy_table.StrategyKind)}
+    assert {fact.removeprefix("not ") for fact in mend.needs or ()} <= facts
+    assert set(strategy_table.names_where(mend.needed_by)) <= set(strategy_table.NAMES)
     assert mend.defect and mend.changes and mend.turn_off.endswith(name)
 
 
@@ -47,9 +50,9 @@ def test_installed_lists_what_make_run_config_installed():
 
 
 def test_install_for_is_idempotent():
-    mends.install_for("default")
+    mends.install_for(strategy_table.kind_of("default"))
     hook_maker = tf.estimator.experimental.make_early_stopping_hook
-    mends.install_for("default")
+    mends.install_for(strategy_table.kind_of("default"))
     assert tf.estimator.experimental.make_early_stopping_hook is hook_maker
 
 
@@ -139,13 +142,71 @@ def test_docs_list_every_mend():
     assert all(f"| `{name}` |" in text for name in catalogue.NAMES)
 
 
+def _names(mend_name):
+    """The strategies of the table whose facts need mend ``mend_name``."""
+    return strategy_table.names_where(catalogue.MENDS[mend_name].needed_by)
+
+
 def test_mend_strategies_agree_with_the_strategy_table():
     kinds = strategy_table.STRATEGIES
-    assert catalogue.MENDS["cluster_train"].strategies == strategy_table.CLUSTER_NAMES
-    assert catalogue.MENDS["evaluator_end"].strategies == strategy_table.CLUSTER_NAMES
-    assert catalogue.MENDS["steps_per_run"].strategies == tuple(
+    assert _names("cluster_train") == strategy_table.CLUSTER_NAMES
+    assert _names("evaluator_end") == strategy_table.CLUSTER_NAMES
+    assert _names("steps_per_run") == tuple(
         name for name, kind in kinds.items() if kind.loops)
-    assert catalogue.MENDS["tpu_estimator_guard"].strategies == tuple(
+    assert _names("tpu_estimator_guard") == tuple(
         name for name, kind in kinds.items() if kind.tpu)
-    assert catalogue.MENDS["early_stopping"].strategies == tuple(
+    assert _names("early_stopping") == tuple(
         name for name, kind in kinds.items() if not kind.tpu)
+
+
+# Each strategy's mends of scopes process, strategy and estimator, in the catalogue's order,
+# as each entry listed them by strategy name before the entries said facts instead.
+_MENDS_OF = {
+    "default": ("early_stopping", "steps_per_run", "tpu_estimator_kept",
+                "custom_gradient_leak", "embedding_rows", "params_by_mode",
+                "saver_graph_events"),
+    "mirrored": ("early_stopping", "divergence_check", "steps_per_run", "tpu_estimator_kept",
+                 "custom_gradient_leak", "embedding_rows", "params_by_mode",
+                 "saver_graph_events"),
+    "multi_worker": ("early_stopping", "cluster_train", "sparse_gradients",
+                     "batch_norm_statistics", "divergence_check", "steps_per_run",
+                     "tpu_estimator_kept", "custom_gradient_leak", "embedding_rows",
+                     "params_by_mode", "collective_watchdog", "input_end", "evaluator_end",
+                     "bfloat16_all_reduce", "saver_graph_events"),
+    "parameter_server": ("early_stopping", "cluster_train", "tpu_estimator_kept",
+                         "custom_gradient_leak", "embedding_rows", "params_by_mode",
+                         "evaluator_end", "saver_graph_events"),
+    "tpu": ("tpu_estimator_guard", "tpu_validate_logging", "custom_gradient_leak",
+            "embedding_rows"),
+}
+
+
+@pytest.mark.parametrize("name", strategy_table.NAMES)
+def test_strategy_facts_give_each_strategy_its_mends(name):
+    kind = strategy_table.kind_of(name)
+    needed = tuple(mend.name for mend in catalogue.MENDS.values()
+                   if mend.scope != "import" and mend.needed_by(kind))
+    assert needed == _MENDS_OF[name]
+    assert all(mend.needed_by(kind) for mend in catalogue.MENDS.values()
+               if mend.scope == "import")
+
+
+def _installed_for(kind, monkeypatch):
+    """The mends ``install_for(kind)`` applies, in order (recorded, not installed)."""
+    applied = []
+    monkeypatch.setattr(registry, "apply", applied.append)
+    mends.install_for(kind)
+    return applied
+
+
+@pytest.mark.parametrize("name", strategy_table.NAMES)
+def test_install_for_installs_the_process_mends_of_the_strategy(name, monkeypatch):
+    process = [mend for mend in _MENDS_OF[name] if catalogue.MENDS[mend].scope == "process"]
+    assert _installed_for(strategy_table.kind_of(name), monkeypatch) == process
+
+
+def test_mends_asked_for_are_never_installed_for_a_strategy():
+    asked = [mend.name for mend in catalogue.MENDS.values() if mend.needs is None]
+    assert asked == ["loss_scaling", "coordination_heartbeat"]
+    assert not any(catalogue.MENDS[name].needed_by(kind) for name in asked
+                   for kind in strategy_table.STRATEGIES.values())

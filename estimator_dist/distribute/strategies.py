@@ -26,7 +26,7 @@ from estimator_dist.distribute import cluster, cluster_sources, rendezvous, stra
 from estimator_dist.distribute.input_checks import checked_input_fn
 from estimator_dist.errors import UsageError, check_positive_int
 from estimator_dist.hooks import divergence, ps_watch, watchdog
-from estimator_dist.mends import extended, input_end, internals
+from estimator_dist.mends import extended, internals
 
 _LOG = logging.getLogger(__name__)
 
@@ -82,31 +82,20 @@ class _MirroredStrategy(_DivergenceCheckMixin, _InputChecksMixin,
 class _MultiWorkerMendsMixin(extended.Mixin):
     """Applies the mends MultiWorkerMirroredStrategy needs under Estimator
     (``mends.catalogue``): sparse gradients exchanged as rows (or dense, by the mend's
-    rule), batch norm's moving statistics mirrored."""
+    rule), batch norm's moving statistics mirrored, finite input ending on every worker
+    after the same step."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         mends.apply("sparse_gradients", self)
         mends.apply("batch_norm_statistics", self)
-
-
-class _EndTogetherMixin(extended.Mixin):
-    """Ends every worker's finite input at the same step (``input_end``)."""
-
-    def make_input_fn_iterator(self, input_fn: Callable[..., Any], *args: Any,
-                               **kwargs: Any) -> Any:
-        make = super().make_input_fn_iterator
-        if not mends.apply("input_end", self):
-            return make(input_fn, *args, **kwargs)
-        return input_end.make_iterator(self, make, input_fn, *args, **kwargs)
+        mends.apply("input_end", self)
 
 
 class _MultiWorkerMirroredStrategy(_DivergenceCheckMixin, _MultiWorkerMendsMixin,
-                                   _InputChecksMixin, _EndTogetherMixin,
-                                   tf.distribute.MultiWorkerMirroredStrategy):
+                                   _InputChecksMixin, tf.distribute.MultiWorkerMirroredStrategy):
     """``tf.distribute.MultiWorkerMirroredStrategy``, input_fn results and workers checked,
-    finite input ending on every worker at once (``input_end``), mended for Estimator
-    (``_MultiWorkerMendsMixin``)."""
+    mended for Estimator (``_MultiWorkerMendsMixin``)."""
 
 
 class _ParameterServerStrategy(_InputChecksMixin,

@@ -393,8 +393,10 @@ MENDS = {mend.name: mend for mend in (
                "stops, and the others wait in a collective for it forever",
         test="tests/estimator_dist/mends/test_input_end.py::"
              "test_plain_multi_worker_uneven_shards_never_end",
-        changes="the strategy's make_input_fn_iterator: elements flagged and the flags "
-                "summed across workers each step, so every worker stops after the same step",
+        changes="the strategy's extended _make_input_fn_iterator: elements flagged and the "
+                "flags summed across workers each step, so every worker stops after the "
+                "same step; its call_for_each_replica: an EndTogetherHook appended to the "
+                "training spec",
         scope="strategy",
         needs=("collectives",),
     ),

@@ -191,7 +191,14 @@ class FlaggedInputFn:
 
 
 class _EndTogetherExtended(_extended.Mixin):
-    """Adds an ``EndTogetherHook`` to the training spec Estimator builds per replica."""
+    """Flags a finite input (``make_iterator``) where the strategy makes an input_fn's
+    iterator, and adds an ``EndTogetherHook`` to the training spec Estimator builds per
+    replica."""
+
+    def _make_input_fn_iterator(self, input_fn: Callable[..., Any],
+                                *args: Any, **kwargs: Any) -> Any:
+        return make_iterator(self._container_strategy(), super()._make_input_fn_iterator,
+                             input_fn, *args, **kwargs)
 
     def call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
                               kwargs: dict[str, Any] | None = None) -> Any:
@@ -213,6 +220,6 @@ def make_iterator(strategy: tf.distribute.Strategy, make_input_fn_iterator: Call
 
 
 def apply(strategy: tf.distribute.Strategy) -> None:
-    """Makes ``strategy`` add an ``EndTogetherHook`` to every Estimator training spec whose
-    input ``make_iterator`` flagged."""
+    """Makes ``strategy`` flag every finite input it makes an iterator of and add an
+    ``EndTogetherHook`` to every Estimator training spec whose input it flagged."""
     _extended.add_mixin(strategy, _EndTogetherExtended)

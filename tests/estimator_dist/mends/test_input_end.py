@@ -5,6 +5,7 @@ import sys
 import pytest
 import tensorflow as tf
 
+from estimator_dist import mends
 from estimator_dist.mends import input_end
 from tests.support import HANG_MARGIN_SECONDS, WatchedPython
 
@@ -43,6 +44,19 @@ def test_flagged_pads_sparse_and_string_features():
     (features, label), has_data, _ = padding
     assert not has_data and label.shape == (0,)
     assert features["word"].shape == (0,) and features["ids"].values.shape == (0,)
+
+
+def test_applied_strategy_flags_its_finite_input_iterators():
+    """``mends.apply`` is all a builder calls: the strategy it is applied to then makes an
+    iterator whose input ends together of a finite input, and TensorFlow's own of an
+    infinite one."""
+    with tf.Graph().as_default():
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+        assert mends.apply("input_end", strategy)
+        finite = strategy.make_input_fn_iterator(lambda _: tf.data.Dataset.range(3).batch(1))
+        endless = strategy.make_input_fn_iterator(lambda _: tf.data.Dataset.range(3).repeat())
+    assert isinstance(finite, input_end.EndTogetherIterator)
+    assert not isinstance(endless, input_end.EndTogetherIterator)
 
 
 def test_stop_unless_all_raises_stop_iteration_as_out_of_range():

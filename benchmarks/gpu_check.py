@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import estimator_dist  # noqa: E402
 import lstm_candidates  # noqa: E402
 from estimator_dist import precision  # noqa: E402
-from estimator_dist.mends import loss_scaling  # noqa: E402
+from estimator_dist.mends import internals, loss_scaling  # noqa: E402
 from input_fns import from_arrays  # noqa: E402
 from model_fns import dense_classifier_model_fn  # noqa: E402
 
@@ -98,10 +98,7 @@ def _train(strategy, steps, mixed_precision=None, force_float16=False, **kwargs)
 def check_mirrored(devices, steps):
     one, _, _, _ = _train("default", steps)
     loss, _, _, config = _train("mirrored", steps, num_replicas=len(devices))
-    extended = config.train_distribute.extended
-    # pylint: disable-next=protected-access
-    chosen = extended._cross_device_ops or extended._inferred_cross_device_ops
-    reduction = type(chosen).__name__
+    reduction = type(internals.cross_device_ops(config.train_distribute)).__name__
     ok = abs(loss - one) <= SAME_LOSS * abs(one)
     return ok, (f"{len(devices)} replicas, reduction {reduction}; eval loss {loss:.4f} vs "
                 f"{one:.4f} on one device")
@@ -188,7 +185,7 @@ def main(argv=None):
     for name, check in _checks(args, gpus).items():
         try:
             ok, detail = check()
-        except Exception as error:  # pylint: disable=broad-except  # A row, not a crash.
+        except Exception as error:  # A row, not a crash.
             ok, detail = False, f"{type(error).__name__}: {str(error).splitlines()[0]}"
         rows.append((name, "ok" if ok else "FAIL", detail))
         print(f"  {name}: {rows[-1][1]}", flush=True)

@@ -20,6 +20,8 @@ import time
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)  # The package of this checkout, not an installed one.
+# TensorFlow (and what loads it) is imported inside the functions that use it: a process
+# loads it only for the part it runs (a task, or the driver's report).
 _FIRST_STEP = 50
 
 
@@ -30,12 +32,12 @@ def _first_step(last_step):
 def _worker(model_dir, with_hook, last_step):
     """One task: trains to ``last_step``; the chief prints the steps/s from the first
     timed step."""
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import numpy as np
+    import tensorflow as tf
 
-    import estimator_dist  # pylint: disable=import-outside-toplevel
-    import model_fns  # pylint: disable=import-outside-toplevel
-    from input_fns import from_arrays  # pylint: disable=import-outside-toplevel
+    import estimator_dist
+    import model_fns
+    from input_fns import from_arrays
 
     class Timer(tf.compat.v1.train.SessionRunHook):
         def __init__(self):
@@ -70,7 +72,7 @@ def _worker(model_dir, with_hook, last_step):
 
 def _cluster_run(with_hook, last_step):
     """Steps/s of the chief of one two-worker run."""
-    from estimator_dist.supervisor.tasks import free_ports  # pylint: disable=import-outside-toplevel
+    from estimator_dist.supervisor.tasks import free_ports
 
     ports = free_ports(2)
     workers = [f"127.0.0.1:{port}" for port in ports]

@@ -48,6 +48,8 @@ import sys
 import tempfile
 import time
 
+# TensorFlow (and what loads it) is imported inside the functions that use it: a process
+# loads it only for the part it runs (a task, or the driver's report).
 TRACE_STEPS = 5
 # Ops that move tensors between tasks (parameter_server's variables and gradients).
 _TRANSFERS = ("_Recv", "_Send", "_HostRecv", "_HostSend")
@@ -100,7 +102,7 @@ def _trace_summary(run_metadata):
 def step_hook(total_steps, trace):
     """A hook recording every ``Session.run``'s wall time (µs since the epoch) and, when
     ``trace``, a RunMetadata summary of the last ``TRACE_STEPS`` runs."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf
 
     class StepHook(tf.estimator.SessionRunHook):
         def __init__(self):
@@ -126,12 +128,12 @@ def step_hook(total_steps, trace):
 
 
 def _package_config(kind, spec):
-    import estimator_dist  # pylint: disable=import-outside-toplevel
+    import estimator_dist
     options = dict(spec["options"])
     threads = options.pop("threads", None)
     kwargs = {}
     if threads:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        import tensorflow as tf
         kwargs["session_config"] = tf.compat.v1.ConfigProto(
             inter_op_parallelism_threads=threads, intra_op_parallelism_threads=threads,
             allow_soft_placement=True)
@@ -147,7 +149,7 @@ def _quiet():
 
 
 def _config(spec):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf
     system = spec["system"]
     if system == "alone":
         return tf.estimator.RunConfig(**_quiet())
@@ -165,7 +167,7 @@ def _config(spec):
 def run_collectives(spec):
     """Times a lone all-reduce of each size in ``spec["sizes"]`` (float32 elements) on
     this worker; prints {size: median seconds} as one JSON line."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     dtype = tf.dtypes.as_dtype(spec["dtype"])
     medians = {}
@@ -191,14 +193,14 @@ def run_collectives(spec):
 
 def run_task(spec):
     """Trains one task of a case and prints its step walls and traces as one JSON line."""
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import numpy as np
+    import tensorflow as tf
     if spec.get("v1_behavior"):
         tf.compat.v1.disable_v2_behavior()
-    import _timing  # pylint: disable=import-outside-toplevel
+    import _timing
     config = _config(spec)
     if spec["system"] in ("package", "ps"):
-        import estimator_dist  # pylint: disable=import-outside-toplevel
+        import estimator_dist
         estimator = estimator_dist.make_estimator(_timing.plain_mlp_model_fn, config, spec)
     else:
         estimator = tf.estimator.Estimator(_timing.plain_mlp_model_fn, config=config,
@@ -438,7 +440,7 @@ def main(argv=None):
     cases = _cases(args)
     # SIGTERM unwinds like Ctrl-C, so that no task outlives the driver.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    import _timing  # pylint: disable=import-outside-toplevel
+    import _timing
     _timing.print_header()
     params = sum(a * b + b for a, b in zip([args.dim, *args.hidden_units],
                                            [*args.hidden_units, 2]))

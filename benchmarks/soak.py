@@ -127,7 +127,7 @@ class EventSteps:
 
     def read(self):
         # TensorFlow's own copy of the proto: 2.16+ no longer installs tensorboard.
-        from tensorflow.core.util import event_pb2  # pylint: disable=import-outside-toplevel
+        from tensorflow.core.util import event_pb2
         for root, _, files in os.walk(self._model_dir):
             for name in files:
                 if "tfevents" in name and os.sep + "eval" not in root:

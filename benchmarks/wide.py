@@ -45,6 +45,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scaling  # noqa: E402  (its task launcher and step timing)
 
+# TensorFlow (and what loads it) is imported inside the functions that use it: a process
+# loads it only for the part it runs (a task, or the driver's report).
 CASES = {"alone": "1 process", "plain": "1 process, plain TF",
          "half": "1 process, half batch", "dense": "2 workers, dense",
          "rows": "2 workers, rows", "ps": "parameter_server, 2 workers + 1 ps"}
@@ -78,7 +80,7 @@ def tcp_bytes():
 
 
 def _model(spec, config):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf
     columns = tf.feature_column
     crossed = columns.crossed_column(["a", "b"], hash_bucket_size=spec["buckets"])
     ids = columns.categorical_column_with_identity("c", spec["vocab"])
@@ -89,8 +91,8 @@ def _model(spec, config):
 
 
 def _config(spec):
-    import estimator_dist  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import estimator_dist
+    import tensorflow as tf
     quiet = {"model_dir": spec["model_dir"], "save_checkpoints_secs": None,
              "save_checkpoints_steps": None, "save_summary_steps": None,
              "log_step_count_steps": 10**9}
@@ -107,8 +109,8 @@ def _config(spec):
 
 def run_task(spec):
     """Trains one task of a case; prints its step walls and bytes as one JSON line."""
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import numpy as np
+    import tensorflow as tf
     spec = dict(spec, model_dir=os.path.join(spec["work_dir"], spec["system"]))
     estimator = _model(spec, _config(spec))
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
@@ -139,7 +141,7 @@ def run_task(spec):
 def _byte_hook(warmup):
     """A hook counting this process's TCP bytes between its ``warmup``-th run and its
     last; ``per_step()`` gives them per run."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf
 
     class ByteHook(tf.estimator.SessionRunHook):
         def __init__(self):
@@ -190,7 +192,7 @@ def main(argv=None):
     if args.task:
         return run_task(json.loads(args.task))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    import _timing  # pylint: disable=import-outside-toplevel
+    import _timing
     _timing.print_header()
     print(f"DNNLinearCombinedClassifier: crossed column {args.buckets:,} buckets "
           f"({args.buckets * 4 / 1e6:.1f} MB of FTRL weights), embedding {args.vocab:,} x "

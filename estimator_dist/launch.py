@@ -2,8 +2,13 @@
 ``estimator_dist.commands.launch``."""
 from __future__ import annotations
 
-from estimator_dist.commands import cli
-from estimator_dist.commands.launch import main
+import sys
+
+from estimator_dist.commands import cli, logs
+
+# Before the command's modules import TensorFlow, which reads its log level once.
+logs.quiet_unless_verbose(sys.argv[1:])
+from estimator_dist.commands.launch import main  # noqa: E402
 
 
 def script() -> None:

@@ -25,8 +25,9 @@ on a private network (docs/security.md). With loopback hosts only (``127.0.0.1``
 ``localhost``) one node runs isolated as the local launcher does, and several nodes (all
 on this machine, in the host's namespace) need ``--allow-network-exposure``.
 
-This module is the front end: the flags, checked. The launch itself (starting the tasks,
-watching them, restarting, forwarding signals, stopping) is ``supervisor.supervise``.
+This module is the front end: the flags, checked once into a ``spec.LaunchSpec``. The
+launch itself (starting the tasks, watching them, restarting, forwarding signals,
+stopping) is ``supervisor.supervise``.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from typing import Any, Sequence
 
 from estimator_dist.commands import cli
 from estimator_dist.errors import UsageError
-from estimator_dist.supervisor import capacity, isolation, restarts, supervise
+from estimator_dist.supervisor import capacity, isolation, restarts, spec, supervise
 
 _BASE_PORT = 2222
 
@@ -93,6 +94,7 @@ def _add_multi_host_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _validate_launch_args(args: argparse.Namespace) -> list[str]:
+    """Checks the flags of every launch; returns the command after ``--``."""
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError("COMMAND must follow --. Received: no command")
@@ -120,10 +122,11 @@ def _validate_launch_args(args: argparse.Namespace) -> list[str]:
     return command
 
 
-def _validate_multi_host(args: argparse.Namespace) -> None:
+def _validate_multi_host(args: argparse.Namespace) -> spec.MultiHost | None:
+    """Checks the multi-host flags; returns this node's share (None without them)."""
     multi_host = (args.nodes, args.node_rank, args.hosts)
     if all(value is None for value in multi_host):
-        return
+        return None
     if any(value is None for value in multi_host):
         raise UsageError("--nodes, --node-rank and --hosts go together. Received: "
                          f"--nodes {args.nodes} --node-rank {args.node_rank} --hosts {args.hosts}")
@@ -138,14 +141,22 @@ def _validate_multi_host(args: argparse.Namespace) -> None:
     if last > 65535:
         raise UsageError(f"--base-port leaves no room for every task's port (the last "
                          f"would be {last}). Received: --base-port {args.base_port}")
-    args.hosts = hosts
+    return spec.MultiHost(args.nodes, args.node_rank, tuple(hosts), args.base_port)
+
+
+def launch_spec(args: argparse.Namespace) -> spec.LaunchSpec:
+    """The launch the parsed flags ``args`` describe, checked (``UsageError`` naming the
+    flag otherwise); ``args`` is left as parsed."""
+    command = _validate_launch_args(args)
+    return spec.LaunchSpec(tuple(command), args.workers, ps=args.ps, evaluator=args.evaluator,
+                           timeout=args.timeout, max_restarts=args.max_restarts,
+                           allow_network_exposure=args.allow_network_exposure,
+                           multi_host=_validate_multi_host(args))
 
 
 def launch_command(args: argparse.Namespace) -> int:
     """Runs the cluster ``args`` describe; returns the process exit code."""
-    command = _validate_launch_args(args)
-    _validate_multi_host(args)
-    return supervise.run(command, args)
+    return supervise.run(launch_spec(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

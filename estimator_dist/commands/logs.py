@@ -4,7 +4,9 @@
 from the environment once, at import. On TensorFlow 2.16+ the lines its libraries log
 while they load and find their devices (oneDNN, "Could not find cuda drivers", a failed
 ``cuInit``) come before absl's logging is set up, where no level applies: ``quiet_import``
-sends them to /dev/null.
+sends them to /dev/null. A command's modules import TensorFlow before its flags are
+parsed, so each entry point (``estimator_dist/NAME.py``) calls ``quiet_unless_verbose``
+on its command line before it imports its command.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import logging
 import os
 import sys
 import warnings
-from typing import Any
+from typing import Any, Sequence
 
 from estimator_dist.mends import import_hook, releases
 
@@ -28,6 +30,16 @@ def quiet_tensorflow(verbose: bool) -> None:
     warnings.filterwarnings("ignore", message=".*is deprecated.*", category=UserWarning)
     for name in ("tensorflow", "absl", "h5py"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def quiet_unless_verbose(argv: Sequence[str]) -> None:
+    """Unless ``argv`` holds ``--verbose``: TensorFlow's C++ INFO lines (oneDNN,
+    cpu_feature_guard) off, a level the user set kept, and its import's own lines on 2.16+
+    sent to /dev/null (``quiet_import``). Runs before TensorFlow is imported."""
+    if "--verbose" in argv:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    quiet_import()
 
 
 def tensorflow_python_logging(verbose: bool) -> None:

@@ -156,6 +156,14 @@ def _add_export_flags(parser: argparse.ArgumentParser) -> None:
                        help="skip the SavedModel export")
 
 
+def _add_engine_flag(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--engine`` to the train parser."""
+    parser.add_argument("--engine", choices=engines.ENGINES, default="estimator",
+                        help="train with the Estimator (default), Keras fit, or a custom "
+                             "training loop: the TF2 paths run the built-in model on the "
+                             "built-in data and print the same metrics (see docs/migration.md)")
+
+
 def train_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of the train command (standalone, or added to ``subparsers``)."""
     parser = cli.command_parser(
@@ -170,7 +178,7 @@ def train_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     _add_distribution_flags(parser, defaults)
     _add_run_flags(parser, defaults)
     _add_export_flags(parser)
-    engines.add_engine_flag(parser)
+    _add_engine_flag(parser)
     return parser
 
 

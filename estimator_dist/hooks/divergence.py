@@ -74,9 +74,9 @@ def _flat(strategy: tf.distribute.Strategy, variables: list[tf.Variable],
 
 # Variables with more elements than this are compared one by one, outside the one flat
 # vector: that vector's element-to-variable ids would be a constant of one int32 per
-# element, which the session's graph optimizer folds and copies (a 1e6-bucket crossed
-# column's weights and optimizer slots added ~300 MiB of peak RSS under mirrored-2, and
-# ~1.1 GiB to each of two multi_worker workers).
+# element, which the session's graph optimizer folds and copies: peak memory that grows
+# with the elements, hundreds of MiB per process for a 1e6-bucket crossed column's weights
+# and optimizer slots.
 _FLAT_MAX_ELEMENTS = 65536
 
 

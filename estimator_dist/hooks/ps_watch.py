@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import tensorflow as tf
 
@@ -42,8 +42,6 @@ from estimator_dist import process_exit
 from estimator_dist.hooks import peer_failure
 from estimator_dist.mends import internals
 
-if TYPE_CHECKING:
-    from estimator_dist.distribute.cluster import TFConfig
 
 EXIT_CODE = 1
 PROBE_EVERY_SECONDS = 1.0
@@ -66,6 +64,19 @@ class _Watch:
 
 
 _WATCH = _Watch()
+
+
+class TaskConfig(Protocol):
+    """What ``watch`` reads of this task's ``TF_CONFIG`` (a ``cluster.TFConfig``)."""
+
+    @property
+    def cluster(self) -> Mapping[str, Sequence[str]]: ...
+
+    @property
+    def task_type(self) -> str: ...
+
+    @property
+    def task_index(self) -> int: ...
 
 
 def ps_tasks(spec: Mapping[str, Sequence[str]]) -> list[tuple[str, str, str]]:
@@ -156,7 +167,7 @@ def _run(watch: _Watch) -> None:
             return  # The program's own handler (process_exit.set_handler) kept the process.
 
 
-def watch(tf_config: TFConfig) -> None:
+def watch(tf_config: TaskConfig) -> None:
     """Ends this process, with one line, when a ps task of ``tf_config`` (this task's
     ``cluster.TFConfig``, a chief or a worker) is gone while it trains; one daemon thread
     per process, started on the first call."""

@@ -31,10 +31,11 @@ from typing import cast
 
 import tensorflow as tf
 
+from estimator_dist import checkpoint_step
 from estimator_dist.errors import UsageError
 
 STATE_FILE = "checkpoint"
-_PREFIX = re.compile(r"^(model\.ckpt-(\d+))\.(index|meta|data-\d+-of-\d+)$")
+_PREFIX = re.compile(r"^(model\.ckpt-\d+)\.(index|meta|data-\d+-of-\d+)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +60,8 @@ def _on_disk(model_dir: str) -> dict[int, str]:
     for name in os.listdir(model_dir):
         match = _PREFIX.match(name)
         if match:
-            found[int(match.group(2))] = os.path.join(model_dir, match.group(1))
+            prefix = os.path.join(model_dir, match.group(1))
+            found[checkpoint_step.step_of(prefix)] = prefix
     return found
 
 
@@ -132,7 +134,7 @@ def inspect(model_dir: str) -> Resume:
     named, fault = _named(model_dir)
     disk = _on_disk(model_dir)
     if named and _PREFIX.match(os.path.basename(named) + ".index"):
-        disk.setdefault(int(named.rsplit("-", 1)[1]), named)
+        disk.setdefault(checkpoint_step.step_of(named), named)
     stale: list[tuple[str, str]] = []
     for step in sorted(disk, reverse=True):
         why = damage(disk[step])

@@ -26,7 +26,6 @@ from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import UsageError
 
 if TYPE_CHECKING:
-    import argparse
     import tensorflow as tf
     from estimator_dist.job.settings import RunSettings
 
@@ -36,14 +35,6 @@ ENGINES = ("estimator", "keras", "loop")
 def _one_process(kind: strategy_table.StrategyKind) -> bool:
     """Whether the engines run under ``kind``: a tf.distribute strategy of one process."""
     return not kind.cluster and not kind.tpu
-
-
-def add_engine_flag(parser: argparse.ArgumentParser) -> None:
-    """Adds ``--engine`` to the train parser."""
-    parser.add_argument("--engine", choices=ENGINES, default="estimator",
-                        help="train with the Estimator (default), Keras fit, or a custom "
-                             "training loop: the TF2 paths run the built-in model on the "
-                             "built-in data and print the same metrics (see docs/migration.md)")
 
 
 def check_settings(settings: RunSettings, engine: str) -> None:

@@ -112,7 +112,7 @@ class Run:
 
     model: models.BuiltinModel
     settings: RunSettings  # Resolved: model_dir, params, batch_size and max_steps set.
-    strategy: plan_lib.Plan
+    plan: plan_lib.Plan  # The strategy resolved for this process.
     data: data_lib.Data
     resume: checkpoints.Resume
 
@@ -135,15 +135,15 @@ def prepare(settings: RunSettings, record: Mapping[str, Any] | None, *,
     if check_lock and (task is None or task.is_chief):
         model_dir_lock.check_free(resolved.model_dir)
     resume = _resume_point(resolved, task)  # Reads files only: no TF op runs.
-    strategy = _strategy_plan(resolved, kind, task)
+    plan = _strategy_plan(resolved, kind, task)
     # The built-in data's width of x stands in for files' (read later): the bulk of a
     # model too large lies in its layers and classes.
     model_size.check(model.name, resolved.params,
                      int(model.train_data().features["x"].shape[-1]))
     scratch_graph.check_params(model, resolved.params)
-    strategy.check_batch_size(resolved.batch_size)
+    plan.check_batch_size(resolved.batch_size)
     _check_export_dir(resolved)
-    data = data_lib.for_run(model, resolved, strategy)
+    data = data_lib.for_run(model, resolved, plan)
     if resume.path:
         scratch_graph.check_fits_checkpoint(model, resolved, data.x_shape, resume.path)
-    return Run(model, resolved, strategy, data, resume)
+    return Run(model, resolved, plan, data, resume)

@@ -55,32 +55,32 @@ def _prepare_model_dir(model_dir: str) -> None:
                          f"({faults.path_fault(model_dir) or error.strerror})") from None
 
 
-def _announce(stream: IO[str], settings: RunSettings, strategy: Plan) -> None:
+def _announce(stream: IO[str], settings: RunSettings, plan: Plan) -> None:
     start = loop.newest_step(settings.model_dir)
     if start >= settings.max_steps:
         print(f"{settings.model} in {settings.model_dir} is already at step {start} of "
               f"{settings.max_steps}: nothing to train", file=stream, flush=True)
         return
     verb = f"Resuming {settings.model} at step {start}" if start else f"Training {settings.model}"
-    batch = strategy.describe_batch(settings.batch_size)
+    batch = plan.describe_batch(settings.batch_size)
     print(f"{verb} to step {settings.max_steps}: {batch} (strategy {settings.strategy}), "
           f"{precision.describe(settings.mixed_precision)}, model dir {settings.model_dir}",
           file=stream, flush=True)
 
 
-def _record_start(plan: preparation.Run) -> None:
+def _record_start(prepared: preparation.Run) -> None:
     """On the chief, once every check passed: the checkpoint fallback, then run.json."""
-    model_dir = plan.settings.model_dir
+    model_dir = prepared.settings.model_dir
     try:
-        if plan.resume.needs_fallback:
-            aside = checkpoints.fall_back(model_dir, plan.resume)
-            print(f"warning: {checkpoints.describe(plan.resume)} (the damaged files are kept, "
+        if prepared.resume.needs_fallback:
+            aside = checkpoints.fall_back(model_dir, prepared.resume)
+            print(f"warning: {checkpoints.describe(prepared.resume)} (the damaged files are kept, "
                   f"unchanged, in {aside})", file=sys.stderr, flush=True)
     except OSError as error:
         raise os_fault("model_dir", error, os.path.join(model_dir, checkpoints.STATE_FILE)) \
             from None
     try:
-        run_record.write(model_dir, run_record.make_record(plan.settings, plan.data.spec))
+        run_record.write(model_dir, run_record.make_record(prepared.settings, prepared.data.spec))
     except OSError as error:  # A write to a full disk names no file.
         raise os_fault("model_dir", error, run_record.path(model_dir)) from None
 
@@ -107,39 +107,40 @@ def run(settings: RunSettings, *, stream: IO[str] | None = None,
     """
     start = time.monotonic()
     stream = stream or sys.stdout
-    plan = preparation.prepare(settings, record, check_lock=hold_model_dir)
-    _prepare_model_dir(plan.settings.model_dir)
-    held = _hold(plan.settings.model_dir) if hold_model_dir and plan.strategy.is_chief else None
+    prepared = preparation.prepare(settings, record, check_lock=hold_model_dir)
+    model_dir = prepared.settings.model_dir
+    _prepare_model_dir(model_dir)
+    held = _hold(model_dir) if hold_model_dir and prepared.plan.is_chief else None
     try:
-        return _run_prepared(plan, stream, on_stopped, start)
+        return _run_prepared(prepared, stream, on_stopped, start)
     finally:
         if held is not None:
             held.release()
 
 
-def _run_prepared(plan: preparation.Run, stream: IO[str], on_stopped: Callable[..., Any] | None,
-                  start: float) -> Result:
-    model, settings, strategy = plan.model, plan.settings, plan.strategy
-    chief = strategy.is_chief
+def _run_prepared(prepared: preparation.Run, stream: IO[str],
+                  on_stopped: Callable[..., Any] | None, start: float) -> Result:
+    model, settings, plan = prepared.model, prepared.settings, prepared.plan
+    chief = plan.is_chief
     if chief:
-        _record_start(plan)
-        _announce(stream, settings, strategy)
-    estimator = make_estimator(model.model_fn, strategy.config, settings.params,
+        _record_start(prepared)
+        _announce(stream, settings, plan)
+    estimator = make_estimator(model.model_fn, plan.config, settings.params,
                                batch_size=settings.batch_size)
     progress = progress_lib.ProgressHook(
         settings.max_steps, settings.batch_size,
         mode=progress_lib.display_mode(stream) if chief else None, stream=stream,
         summary_dir=settings.model_dir if chief else None,
-        summary_steps=strategy.config.save_summary_steps,
+        summary_steps=plan.config.save_summary_steps,
         learning_rate=settings.params.get("learning_rate"),
-        steps_per_run=strategy.config.steps_per_run)
+        steps_per_run=plan.config.steps_per_run)
     try:
-        metrics = loop.train(estimator, settings, strategy, plan.data, progress, on_stopped)
+        metrics = loop.train(estimator, settings, plan, prepared.data, progress, on_stopped)
         export_path = None
         if chief and settings.export:
             export_path = export.export_saved_model(
                 estimator, settings.export_dir or os.path.join(settings.model_dir, "export"),
-                model.serving_shapes(settings.params, plan.data.x_shape))
+                model.serving_shapes(settings.params, prepared.data.x_shape))
     except tf.compat.v1.train.NanLossDuringTrainingError:
         raise faults.nan_error(progress.step, settings) from None
     except (tf.errors.OpError, OSError) as error:
@@ -153,4 +154,4 @@ def _run_prepared(plan: preparation.Run, stream: IO[str], on_stopped: Callable[.
         progress.close()
     return Result(model_dir=settings.model_dir, metrics=metrics, export_path=export_path,
                   seconds=time.monotonic() - start, throughput=progress.throughput,
-                  max_steps=settings.max_steps, task_type=strategy.task_type)
+                  max_steps=settings.max_steps, task_type=plan.task_type)

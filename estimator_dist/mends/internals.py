@@ -1,9 +1,10 @@
 """Reads of TensorFlow's private modules and members that change nothing.
 
 What the package needs to know and TF 2.15 keeps private: the distribute coordinator's
-worker context, Slurm's host-list syntax, which variables are mirrored, and where a
-worker stands in a multi-worker strategy. Each is read here and nowhere else, as is the
-coordination service's barrier (a wait that changes nothing).
+worker context, Slurm's host-list syntax, which variables are mirrored, where a worker
+stands in a multi-worker strategy, and which cross-device ops a strategy reduces with
+(the benchmarks report it). Each is read here and nowhere else, as is the coordination
+service's barrier (a wait that changes nothing).
 """
 from __future__ import annotations
 
@@ -52,6 +53,13 @@ def worker_index(strategy: tf.distribute.Strategy) -> int:
     extended = strategy.extended
     return multi_worker_util.id_in_cluster(extended._cluster_spec, extended._task_type,
                                            extended._task_id)
+
+
+def cross_device_ops(strategy: tf.distribute.Strategy) -> Any:
+    """The ``tf.distribute.CrossDeviceOps`` that reduces ``strategy``'s replicas: the one
+    it was given, else the one it chose for its devices."""
+    extended = strategy.extended
+    return extended._cross_device_ops or extended._inferred_cross_device_ops
 
 
 def in_multi_worker_mode(strategy: tf.distribute.Strategy) -> bool:

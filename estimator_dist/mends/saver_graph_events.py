@@ -5,8 +5,8 @@ Estimator's ``CheckpointSaverHook`` writes the graph and the meta graph into the
 file when its session starts (read in ``tensorflow/python/training/
 basic_session_run_hooks.py``, ``CheckpointSaverHook.begin`` and
 ``after_create_session``). A run that trains and evaluates once per checkpoint interval
-calls ``train`` again and again, so the same graph went into the events file at every
-interval (the lstm's 1.15 MB graph 36 times in 60,000 steps: 42 of the file's 45 MB).
+calls ``train`` again and again, so the hook writes the same graph into the events file
+at every interval: one copy per interval (the lstm's graph is 1.15 MB), most of the file.
 
 The events file gets the graph once without it: the process's writer for a directory
 (``FileWriterCache``) writes the default graph and its meta graph when it is created,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from estimator_dist.errors import UsageError
 
 if TYPE_CHECKING:
-    import argparse
+    from estimator_dist.supervisor.spec import LaunchSpec
 
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
@@ -110,31 +110,28 @@ def isolate_network() -> None:
     raise _refusal(f"unshare of a network namespace failed ({failure.strerror})")
 
 
-def isolate_launch(args: argparse.Namespace) -> None:
+def isolate_launch(spec: LaunchSpec) -> None:
     """Closes a launch's cluster to the network unless the user allowed exposure, or says
-    where it listens when its nodes are real hosts (which must reach each other).
-
-    ``args``: the launch command's flags (``--allow-network-exposure``, ``--nodes``,
-    ``--node-rank``, ``--hosts``, ``--base-port``, the task counts), validated.
-    """
-    if args.allow_network_exposure:
+    where it listens when its nodes are real hosts (which must reach each other)."""
+    node = spec.multi_host
+    if spec.allow_network_exposure:
         return
-    if not args.nodes:
+    if not node:
         isolate_network()
         return
-    if not all(is_loopback(host) for host in args.hosts):
-        first = args.base_port + args.node_rank * (args.workers + args.ps)
-        last = first + args.workers + args.ps - 1
+    if not all(is_loopback(host) for host in node.hosts):
+        first = node.base_port + node.node_rank * (spec.workers + spec.ps)
+        last = first + spec.workers + spec.ps - 1
         ports = f"port {first}" if first == last else f"ports {first}-{last}"
-        print(f"launch: node {args.node_rank}'s tasks listen on every interface of this host "
+        print(f"launch: node {node.node_rank}'s tasks listen on every interface of this host "
               f"({ports}) and take unauthenticated connections: keep the nodes on a private "
               "network or behind a firewall (docs/security.md)", file=sys.stderr, flush=True)
         return
-    if args.nodes > 1:
+    if node.nodes > 1:
         raise UsageError(
             f"--hosts on loopback only need {EXPOSURE_FLAG} with --nodes "
-            f"{args.nodes}: every node is this machine, and each launcher's private network "
+            f"{node.nodes}: every node is this machine, and each launcher's private network "
             "namespace would hide its tasks from the others (the flag runs them in the "
             "host's, their ports open on every interface, docs/security.md; one launcher "
-            f"without --nodes needs no flag). Received: --hosts {','.join(args.hosts)}")
+            f"without --nodes needs no flag). Received: --hosts {','.join(node.hosts)}")
     isolate_network()

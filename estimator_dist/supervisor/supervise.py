@@ -11,14 +11,12 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
+from typing import Any, Callable, cast
 
 from estimator_dist import checkpoint_step
 from estimator_dist.supervisor import isolation, reaper, restarts, tasks as tasks_lib
+from estimator_dist.supervisor.spec import LaunchSpec
 from estimator_dist.supervisor.task_ends import End, end_of
-
-if TYPE_CHECKING:
-    import argparse
 
 _POLL_SECONDS = 0.2
 # After a forwarded SIGTERM/SIGINT tasks save a checkpoint before they exit: give them time,
@@ -87,15 +85,14 @@ def _wait_to_restart(seconds: float, deadline: float | None, forwarder: Forwarde
     return None
 
 
-def _supervise(start: Callable[[], list[tasks_lib.Task]], command: Sequence[str],
-               args: argparse.Namespace, forwarder: Forwarder,
-               watcher: reaper.Reaper) -> tuple[End, int]:
+def _supervise(start: Callable[[], list[tasks_lib.Task]], spec: LaunchSpec,
+               forwarder: Forwarder, watcher: reaper.Reaper) -> tuple[End, int]:
     """Runs the cluster ``start()`` starts, again after a failure while ``--max-restarts``
     allows and the command does not fail at start; returns the last run's ``End`` and
     the restarts made. ``forwarder.tasks`` is the group started last, for the caller to
     stop."""
-    deadline = time.monotonic() + args.timeout if args.timeout else None
-    model_dir = restarts.model_dir_of(command)
+    deadline = time.monotonic() + spec.timeout if spec.timeout else None
+    model_dir = restarts.model_dir_of(spec.command)
     backoff = restarts.Backoff()
     restart = at_start = 0
     while True:
@@ -108,7 +105,7 @@ def _supervise(start: Callable[[], list[tasks_lib.Task]], command: Sequence[str]
         failed_at_start = restarts.failed_at_start(
             ran, step, checkpoint_step.newest_step(model_dir))
         at_start = at_start + 1 if failed_at_start else 0
-        if restart == args.max_restarts or at_start == restarts.START_FAILURES:
+        if restart == spec.max_restarts or at_start == restarts.START_FAILURES:
             return end, restart
         tasks_lib.stop(forwarder.tasks, watcher, grace=_grace(end))
         if forwarder.received:  # Stopped while the failed group stopped: no restart.
@@ -116,7 +113,7 @@ def _supervise(start: Callable[[], list[tasks_lib.Task]], command: Sequence[str]
         restart += 1
         wait = backoff.next_wait(ran)
         task = cast(tasks_lib.Task, end.task)  # A failed run names its task.
-        print(restarts.restart_line(task.name, end.why, restart, args.max_restarts, wait,
+        print(restarts.restart_line(task.name, end.why, restart, spec.max_restarts, wait,
                                     model_dir), file=sys.stderr, flush=True)
         waited = _wait_to_restart(wait, deadline, forwarder)
         if waited:
@@ -132,16 +129,16 @@ def _grace(end: End) -> float:
     return _SIGNALLED_GRACE_SECONDS if end.outcome == "stopped" else tasks_lib.STOP_GRACE_SECONDS
 
 
-def _report(end: End, restart: int, args: argparse.Namespace) -> int:
+def _report(end: End, restart: int, spec: LaunchSpec) -> int:
     """Prints the line of an ``End`` other than done; returns the exit code."""
     # Each is set on the ends that read it below.
     task, signum = cast(tasks_lib.Task, end.task), cast(int, end.signum)
     if end.outcome == "signalled":
         return 128 + signum
     if end.outcome == "timeout":
-        print(f"launch: tasks still running after --timeout {args.timeout} s; stopping them"
+        print(f"launch: tasks still running after --timeout {spec.timeout} s; stopping them"
               if end.why == "running" else
-              f"launch: --timeout {args.timeout} s ran out while waiting to restart",
+              f"launch: --timeout {spec.timeout} s ran out while waiting to restart",
               file=sys.stderr)
         return 124
     if end.outcome == "stopped":
@@ -150,7 +147,7 @@ def _report(end: End, restart: int, args: argparse.Namespace) -> int:
     if end.outcome == "failed":
         code = task.process.returncode
         after = f" after {restart} restart{'s' if restart > 1 else ''}" if restart else ""
-        if restart < args.max_restarts:  # Restarts left: the command failed at start.
+        if restart < spec.max_restarts:  # Restarts left: the command failed at start.
             after = (f" at start in {restarts.START_FAILURES} runs in a row (each within "
                      f"{restarts.START_SECONDS} s, no new checkpoint): a command that fails "
                      "at start is not restarted")
@@ -160,34 +157,34 @@ def _report(end: End, restart: int, args: argparse.Namespace) -> int:
     return 0
 
 
-def _starter(command: Sequence[str], args: argparse.Namespace,
+def _starter(spec: LaunchSpec,
              watcher: reaper.Reaper) -> Callable[[], list[tasks_lib.Task]]:
     """The function that starts the tasks once per run: this node's share of a multi-host
     cluster, or a local cluster on fresh ports."""
-    if args.nodes:
+    node = spec.multi_host
+    if node:
         def start() -> list[tasks_lib.Task]:
-            return tasks_lib.start_node(command, args, watcher)
+            return tasks_lib.start_node(spec, node, watcher)
     else:
         def start() -> list[tasks_lib.Task]:
-            return tasks_lib.start_local(command, args.workers, args.ps, args.evaluator,
-                                         watcher)
+            return tasks_lib.start_local(spec, watcher)
     return start
 
 
-def run(command: Sequence[str], args: argparse.Namespace) -> int:
-    """Runs ``command`` once per task of the cluster ``args`` (the launch command's flags,
-    validated) describe, until the job ends; returns the launcher's exit code."""
+def run(spec: LaunchSpec) -> int:
+    """Runs ``spec.command`` once per task of the cluster ``spec`` describes, until the job
+    ends; returns the launcher's exit code."""
     # Before the namespace switch: an unprivileged launcher in its own user namespace may
     # no longer execute the interpreter it was started with.
     watcher = reaper.Reaper()
-    isolation.isolate_launch(args)
-    start = _starter(command, args, watcher)
+    isolation.isolate_launch(spec)
+    start = _starter(spec, watcher)
     forwarder = Forwarder()
     previous = {s: signal.signal(s, forwarder) for s in (signal.SIGINT, signal.SIGTERM)}
     end = End("failed")  # Until _supervise returns: an error while it starts tasks.
     try:
-        end, restart = _supervise(start, command, args, forwarder, watcher)
-        return _report(end, restart, args)
+        end, restart = _supervise(start, spec, forwarder, watcher)
+        return _report(end, restart, spec)
     finally:
         # Tasks saving a checkpoint after SIGTERM or SIGINT get time, and no second signal
         # once the launcher has forwarded one.

@@ -19,8 +19,8 @@ from estimator_dist.distribute import cluster
 from estimator_dist.errors import UsageError
 
 if TYPE_CHECKING:
-    import argparse
     from estimator_dist.supervisor.reaper import Reaper
+    from estimator_dist.supervisor.spec import LaunchSpec, MultiHost
 
 STOP_GRACE_SECONDS = 10
 
@@ -67,21 +67,20 @@ class Task:
                 pass
 
 
-def start_local(command: Sequence[str], num_workers: int, num_ps: int, evaluator: bool,
-                watcher: Reaper) -> list[Task]:
-    """Starts every task of a local cluster on free ports of 127.0.0.1."""
-    spec, tasks = cluster.local_cluster(free_ports(num_workers + num_ps), num_workers,
-                                        num_ps=num_ps, evaluator=evaluator)
-    return _start_tasks(command, spec, tasks, watcher)
+def start_local(launch: LaunchSpec, watcher: Reaper) -> list[Task]:
+    """Starts every task of ``launch``'s local cluster on free ports of 127.0.0.1."""
+    spec, tasks = cluster.local_cluster(free_ports(launch.workers + launch.ps), launch.workers,
+                                        num_ps=launch.ps, evaluator=launch.evaluator)
+    return _start_tasks(launch.command, spec, tasks, watcher)
 
 
-def start_node(command: Sequence[str], args: argparse.Namespace, watcher: Reaper) -> list[Task]:
-    """Starts this node's tasks of a multi-host cluster (``args``: the launch flags
-    ``--nodes``, ``--node-rank``, ``--hosts``, ``--base-port``, the task counts)."""
-    spec, tasks, nodes = cluster.multi_host_cluster(args.hosts, args.base_port, args.workers,
-                                                    args.ps, args.evaluator)
-    mine = [task for task, node in zip(tasks, nodes) if node == args.node_rank]
-    return _start_tasks(command, spec, mine, watcher)
+def start_node(launch: LaunchSpec, node: MultiHost, watcher: Reaper) -> list[Task]:
+    """Starts this node's tasks (``node``, ``launch.multi_host``) of ``launch``'s multi-host
+    cluster."""
+    spec, tasks, nodes = cluster.multi_host_cluster(node.hosts, node.base_port,
+                                                    launch.workers, launch.ps, launch.evaluator)
+    mine = [task for task, rank in zip(tasks, nodes) if rank == node.node_rank]
+    return _start_tasks(launch.command, spec, mine, watcher)
 
 
 def _start_tasks(command: Sequence[str], spec: cluster.Cluster, tasks: Sequence[cluster.Task],

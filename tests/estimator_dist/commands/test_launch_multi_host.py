@@ -1,5 +1,6 @@
 """The multi-host launcher: one launcher per node derives each node's TF_CONFIG."""
 import concurrent.futures
+import dataclasses
 import json
 import os
 import re
@@ -9,7 +10,8 @@ import sys
 
 import pytest
 
-from estimator_dist.supervisor import isolation
+from estimator_dist.commands import launch
+from estimator_dist.supervisor import isolation, spec
 from estimator_dist.distribute import cluster
 from tests.support import REPO_ROOT
 
@@ -120,6 +122,27 @@ def test_launch_two_nodes_train_dense_multi_worker_to_completion(model_dir):
     assert re.search(r"\[worker 0\] training +40 steps", results[0].stdout)
     assert "[worker 1]" in results[1].stdout and "[worker 0]" not in results[1].stdout
     assert os.path.exists(os.path.join(model_dir, "model.ckpt-40.index"))
+
+
+def test_launch_spec_holds_flags_checked_and_leaves_args_as_parsed():
+    args = launch.launch_parser().parse_args(
+        ["--nodes", "2", "--node-rank", "1", "--hosts", " host-a, host-b", "--workers", "2",
+         "--ps", "1", "--timeout", "60", "--", "python", "train.py"])
+    launch_spec = launch.launch_spec(args)
+    assert launch_spec == spec.LaunchSpec(
+        ("python", "train.py"), 2, ps=1, timeout=60,
+        multi_host=spec.MultiHost(2, 1, ("host-a", "host-b"), 2222))
+    assert args.hosts == " host-a, host-b" and args.command == ["--", "python", "train.py"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        launch_spec.workers = 3
+
+
+def test_launch_spec_without_nodes_is_a_local_cluster():
+    args = launch.launch_parser().parse_args(
+        ["--workers", "1", "--evaluator", "--max-restarts", "2", "--allow-network-exposure",
+         "--", "true"])
+    assert launch.launch_spec(args) == spec.LaunchSpec(
+        ("true",), 1, evaluator=True, max_restarts=2, allow_network_exposure=True)
 
 
 @pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.8.9.10", True),

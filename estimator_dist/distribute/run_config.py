@@ -21,6 +21,15 @@ _LOG = logging.getLogger(__name__)
 _STRATEGY_KEYS = ("train_distribute", "eval_distribute", "experimental_distribute")
 
 
+def _refuse_strategy_keys(kwargs: dict[str, Any], keys: tuple[str, ...], way: str) -> None:
+    """The RunConfig arguments that carry a strategy, refused: ``make_run_config`` sets them
+    from the strategy name; ``way`` says how to get another strategy."""
+    for key in keys:
+        if key in kwargs:
+            raise UsageError(f"{key} is set by make_run_config from the strategy name; {way}. "
+                             f"Received: {key}={kwargs[key]!r}")
+
+
 def _replace_kwargs(config: StrategyRunConfig | TPURunConfig,
                     kwargs: dict[str, Any]) -> dict[str, Any]:
     """``RunConfig.replace``'s arguments with the strategy's wiring kept.
@@ -30,12 +39,8 @@ def _replace_kwargs(config: StrategyRunConfig | TPURunConfig,
     ``make_run_config(session_config=...)`` gives it; ``model_dir`` is read as
     ``RunConfig`` reads it (a path-like becomes a str); the strategy keys are refused.
     """
-    for key in _STRATEGY_KEYS:
-        if key in kwargs:
-            raise UsageError(
-                f"{key} is set by make_run_config from the strategy name; call "
-                "estimator_dist.make_run_config(STRATEGY, ...) again for another strategy. "
-                f"Received: {key}={kwargs[key]!r}")
+    _refuse_strategy_keys(kwargs, _STRATEGY_KEYS, "call estimator_dist.make_run_config("
+                          "STRATEGY, ...) again for another strategy")
     if "session_config" in kwargs:
         devices = config.session_config.device_count.get("CPU", 1)
         kwargs["session_config"] = cpu_session_config(devices, kwargs["session_config"])
@@ -272,11 +277,8 @@ def make_run_config(strategy: strategy_table.StrategyKind | str = "default", *,
         "multi_worker" after it started under TF2 behaviour.
     """
     kind = strategy_table.as_kind(strategy)
-    for key in ("train_distribute", "eval_distribute"):
-        if key in run_config_kwargs:
-            raise UsageError(
-                f"{key} is set by make_run_config from strategy={kind.name!r}; pass the "
-                f"strategy name instead. Received: {key}={run_config_kwargs[key]!r}")
+    _refuse_strategy_keys(run_config_kwargs, ("train_distribute", "eval_distribute"),
+                          f"pass the strategy name instead (strategy={kind.name!r})")
     precision.check_mixed_precision(mixed_precision)
     precision.check_device(mixed_precision, tpu=kind.tpu and use_tpu)
     if not kind.tpu and (tpu is not None or use_tpu is not True):

@@ -432,8 +432,7 @@ MENDS = {mend.name: mend for mend in (
         module="estimator_dist.mends.saver_graph_events",
         defect="CheckpointSaverHook writes the graph and its meta graph into the events file "
                "whenever its session starts: a run that alternates train and evaluate calls "
-               "writes the same graph at every checkpoint interval (the lstm's 1.15 MB graph "
-               "36 times in 60,000 steps)",
+               "writes the same graph again at every checkpoint interval",
         test="tests/estimator_dist/job/test_checkpoint_saver.py::"
              "test_tf_saver_writes_the_graph_at_every_train_call",
         changes="the train command's CheckpointSaverHook (job/checkpoint_saver.py): its "

@@ -161,9 +161,11 @@ def _checks(args: argparse.Namespace,
         device, devices = "/cpu:0", ["/cpu:0", "/cpu:1"]
     else:
         device, devices = "/gpu:0", [g.name for g in gpus]
-    checks: dict[str, Callable[[], tuple[bool, str]]] = {"mirrored": lambda: check_mirrored(devices, args.steps),
-              "LSTM kernel vs dynamic_rnn": lambda: check_lstm(device),
-              "mixed float16": lambda: check_precision("float16", args.steps, args.cpu)}
+    checks: dict[str, Callable[[], tuple[bool, str]]] = {
+        "mirrored": lambda: check_mirrored(devices, args.steps),
+        "LSTM kernel vs dynamic_rnn": lambda: check_lstm(device),
+        "mixed float16": lambda: check_precision("float16", args.steps, args.cpu)}
+
     if args.cpu:
         checks["mixed bfloat16 (CPU)"] = lambda: check_precision("bfloat16", args.steps, True)
     else:

@@ -34,7 +34,9 @@ v1 = tf.compat.v1
 BATCH = 128
 DENSE: dict[str, Any] = {"dim": 64, "hidden_units": [256, 256], "num_classes": 2}
 LSTM: dict[str, Any] = {"time": 50, "dim": 32, "num_units": 128, "num_classes": 2}
-TINY: dict[str, dict[str, Any]] = {"dense": {"dim": 4, "hidden_units": [8]}, "lstm": {"time": 3, "dim": 2, "num_units": 4}}
+TINY: dict[str, dict[str, Any]] = {"dense": {"dim": 4, "hidden_units": [8]},
+                                   "lstm": {"time": 3, "dim": 2, "num_units": 4}}
+
 
 
 def plain_dense_model_fn(features: dict[str, Any], labels: Any, mode: str,

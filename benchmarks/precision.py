@@ -30,7 +30,9 @@ from model_fns import dense_classifier_model_fn, lstm_model_fn
 Model = tuple[Callable[..., Any], dict[str, Any], list[int], int]
 
 v1 = tf.compat.v1
-MLP: dict[str, Any] = {"dim": 1024, "hidden_units": [2048, 2048, 2048], "num_classes": 10, "batch": 256}
+MLP: dict[str, Any] = {"dim": 1024, "hidden_units": [2048, 2048, 2048], "num_classes": 10,
+                       "batch": 256}
+
 TINY_MLP: dict[str, Any] = {"dim": 16, "hidden_units": [32], "num_classes": 10, "batch": 8}
 PRECISIONS = {"float32": None, "bfloat16": "bfloat16"}
 

@@ -8,13 +8,14 @@ size from ``wait4``. Reports medians in MiB.
 """
 from __future__ import annotations
 
-from typing import Sequence
 import argparse
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Sequence
+
 
 CASES = {
     "default (steps_per_run on)": [],

@@ -16,7 +16,6 @@ import sys
 import tempfile
 from typing import Sequence
 
-
 CASES = {
     "default (steps_per_run on)": [],
     "--steps-per-run 1": ["--steps-per-run", "1"],

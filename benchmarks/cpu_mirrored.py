@@ -151,7 +151,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         system, behaviour = args.worker
         worker(system, behaviour, args.models, size)
-
         return
     import tensorflow as tf
     print(f"machine: {os.cpu_count()} CPU cores; TensorFlow {tf.__version__}")
@@ -194,7 +193,6 @@ def _report(behaviour: str, results: Mapping[str, Sequence[Rates | None]],
                 ratio = "   x{:.2f} of plain".format(statistics.median(
                     r[model]["steps"] / p[model]["steps"]
                     for r, p in zip(finished, plain)))
-
             print(f"  {model:<6} {system:<8} {steps:8.2f} steps/s {examples:10,.0f} "
                   f"examples/s{ratio}", flush=True)
 

@@ -117,14 +117,12 @@ def main(argv: list[str] | None = None) -> None:
     estimator_dist.setup_cpu_replicas(2)
     # Every check timed (setattr: a method replaced on the class).
     setattr(divergence.DivergenceHook, "_run_check", _timed(divergence.DivergenceHook._run_check))
-
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(8192, 64)).astype(np.float32)
     input_fn = from_arrays({"x": x}, (x[:, 0] > 0).astype(np.int64), batch_size=128, seed=0)
     cases = ("without", "with", "every-step")
     times: dict[str, list[float]] = {case: [] for case in cases}
-
     for _ in range(args.rounds):
         for case in cases:
             times[case].append(seconds_per_step(case, args.steps, input_fn))

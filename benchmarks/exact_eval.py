@@ -50,7 +50,6 @@ def main(argv: list[str] | None = None) -> None:
                "replicas": tf.estimator.RunConfig.replace(
                    config, eval_distribute=config.train_distribute)}
     seconds: dict[str, list[float]] = {name: [] for name in configs}
-
     with tempfile.TemporaryDirectory() as model_dir:
         trained = tf.estimator.Estimator(dense_classifier_model_fn,
                                          config=config.replace(model_dir=model_dir),

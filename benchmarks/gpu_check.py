@@ -165,7 +165,6 @@ def _checks(args: argparse.Namespace,
         "mirrored": lambda: check_mirrored(devices, args.steps),
         "LSTM kernel vs dynamic_rnn": lambda: check_lstm(device),
         "mixed float16": lambda: check_precision("float16", args.steps, args.cpu)}
-
     if args.cpu:
         checks["mixed bfloat16 (CPU)"] = lambda: check_precision("bfloat16", args.steps, True)
     else:
@@ -175,7 +174,6 @@ def _checks(args: argparse.Namespace,
 
 
 def main(argv: list[str] | None = None) -> int:
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--cpu", action="store_true",

@@ -130,7 +130,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     x, y = _data(args.time_steps)
     rates: dict[str, list[float]] = {}
-
     with tempfile.TemporaryDirectory() as directory:
         inputs = _inputs(x, y, args.batch_size, directory)
         for round_index in range(args.rounds):

@@ -176,7 +176,6 @@ def _forward_system(run: Run, steps: int,
     session.run(total)
 
     def measure() -> float:
-
         start = clock()
         for _ in range(steps):
             session.run(total)

@@ -91,7 +91,6 @@ def main(argv: list[str] | None = None) -> None:
     for signature in systems.values():
         _latency(signature, chunks[:5])  # warm-up
     times: dict[str, list[float]] = {name: [] for name in systems}
-
     for round_index in range(args.rounds):
         for name, signature in systems.items():
             times[name].append(_latency(signature, chunks))

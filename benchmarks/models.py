@@ -38,7 +38,6 @@ TINY: dict[str, dict[str, Any]] = {"dense": {"dim": 4, "hidden_units": [8]},
                                    "lstm": {"time": 3, "dim": 2, "num_units": 4}}
 
 
-
 def plain_dense_model_fn(features: dict[str, Any], labels: Any, mode: str,
                          params: dict[str, Any]) -> Any:
     """A TF1 model_fn: tf.layers MLP, tf.losses cross-entropy, v1 Adam."""
@@ -152,7 +151,6 @@ def lstm_systems(args: argparse.Namespace) -> dict[str, System]:
 
 
 def lstm_flops_per_example() -> int:
-
     """Matmul FLOPs of one example's forward and backward pass (backward = 2 x forward)."""
     time_steps, dim, units = LSTM["time"], LSTM["dim"], LSTM["num_units"]
     return 3 * 2 * time_steps * (dim + units) * 4 * units

@@ -32,7 +32,6 @@ Model = tuple[Callable[..., Any], dict[str, Any], list[int], int]
 v1 = tf.compat.v1
 MLP: dict[str, Any] = {"dim": 1024, "hidden_units": [2048, 2048, 2048], "num_classes": 10,
                        "batch": 256}
-
 TINY_MLP: dict[str, Any] = {"dim": 16, "hidden_units": [32], "num_classes": 10, "batch": 8}
 PRECISIONS = {"float32": None, "bfloat16": "bfloat16"}
 
@@ -87,7 +86,6 @@ def main(argv: list[str] | None = None) -> None:
     groups = {name: _systems(name, models[name], args.steps) for name in args.models}
     rates: dict[str, list[float]] = {name: [] for systems in groups.values() for name in systems}
     ceilings: dict[str, list[float]] = {"float32": [], "bfloat16": []}
-
     for round_index in range(args.rounds):
         for dtype in ceilings:
             ceilings[dtype].append(_timing.matmul_gflops(tf.as_dtype(dtype), repeats=2))

@@ -106,7 +106,6 @@ def main(argv: list[str] | None = None) -> None:
     with_hook: list[float] = []
     without: list[float] = []
     ratios: list[float] = []
-
     for round_index in range(args.rounds):
         order = (True, False) if round_index % 2 == 0 else (False, True)
         speeds = {hook: _cluster_run(hook, args.steps) for hook in order}

@@ -375,7 +375,6 @@ def _cases(args: argparse.Namespace) -> list[Case]:
     """[(name, kind, options)] in the order they run within a round."""
     cases: list[Case] = [(KINDS[kind], kind, {}) for kind in KINDS
                          if kind in args.kinds or kind == "alone"]
-
     for kind, flag, variants, types in (
             ("plain", "--plain-variants", args.plain_variants, _PLAIN_OPTION_TYPES),
             ("package", "--package-variants", args.package_variants, _PACKAGE_OPTION_TYPES)):
@@ -466,7 +465,6 @@ def main(argv: list[str] | None = None) -> None:
     gflops: list[float] = []
     for global_batch in args.batch:
         results: dict[str, list[dict[str, Any]]] = {case[0]: [] for case in cases}
-
         for round_index in range(args.rounds):
             gflops.append(_timing.sgemm_gflops(repeats=2))
             for case in cases:

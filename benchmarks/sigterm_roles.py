@@ -97,7 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     checkouts = [_REPO] + ([os.path.abspath(args.against)] if args.against else [])
     times: dict[str, list[ExitTimes]] = {checkout: [] for checkout in checkouts}
-
     for round_index in range(args.rounds):
         for checkout in checkouts:
             result = _round(checkout, args.settle, args.limit)

@@ -387,7 +387,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(results: Mapping[str, dict[str, Any]], args: argparse.Namespace,
            quiet: bool = False) -> int:
-
     """Judges each case of ``results``, prints it unless ``quiet``; returns the exit code."""
     failed = False
     for name, result in results.items():

@@ -37,7 +37,6 @@ def main(argv: list[str] | None = None) -> None:
     input_fn = _timing.blobs_input_fn([64], BATCH)
     params = {"hidden_units": args.hidden_units}
     systems: dict[str, Callable[..., float]] = {}  # Each takes its estimator as a default.
-
     for k in args.steps_per_run:
         estimator = estimator_dist.make_estimator(
             _timing.plain_mlp_model_fn, _timing.quiet_config(), params, steps_per_run=k)

@@ -11,7 +11,6 @@ batch, over the training time only.
 from __future__ import annotations
 
 import argparse
-
 import re
 import statistics
 import subprocess

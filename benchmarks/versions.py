@@ -102,7 +102,6 @@ def main(argv: list[str] | None = None) -> int:
           f"command: {' '.join(sys.argv)}")
     rates: dict[str, tuple[list[float], list[float]]] = {
         name: ([], []) for name in ["sgemm"] + args.cases}
-
     for _ in range(args.rounds):
         for name in ["sgemm"] + args.cases:
             for end, python in enumerate(args.pythons):

@@ -63,7 +63,6 @@ LAYOUTS: dict[str, Layout] = {
     "ps": ({"chief": 1, "worker": 1, "ps": 1}, [("ps", 0), ("chief", 0), ("worker", 0)])}
 
 
-
 # ---- one task: runs in a child process ------------------------------------------------
 
 def tcp_bytes() -> int | None:
@@ -214,7 +213,6 @@ def main(argv: list[str] | None = None) -> None:
     kinds = [k for k in CASES if k in args.cases or k == "alone"]
     results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     gflops: list[float] = []
-
     for round_index in range(args.rounds):
         gflops.append(_timing.sgemm_gflops(repeats=2))
         for kind in kinds:

@@ -7,6 +7,8 @@ tables, no config, mend or hook.
 What plain TensorFlow does over a long run (its RSS above all) is the line the package's
 own cases are read against.
 """
+from __future__ import annotations
+
 import argparse
 
 import tensorflow as tf
@@ -16,7 +18,7 @@ from input_fns import from_arrays
 from model_fns.dense import dense_classifier_model_fn
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", required=True)
     args = parser.parse_args(argv)

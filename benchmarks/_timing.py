@@ -5,12 +5,15 @@ Timings on a shared machine swing by tens of percent, so the systems of a compar
 run in one process, alternating round by round, and the report gives medians and the
 median of the per-round ratios.
 """
+from __future__ import annotations
+
 import os
 import platform
 import statistics
 import sys
 import tempfile
 import time
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -20,12 +23,12 @@ import estimator_dist
 SGEMM_SIZE = 2048
 
 
-def sgemm_gflops(size=SGEMM_SIZE, repeats=5):
+def sgemm_gflops(size: int = SGEMM_SIZE, repeats: int = 5) -> float:
     """GFLOP/s of a ``size``³ float32 matmul: the machine's practical compute ceiling."""
     return matmul_gflops(tf.float32, size, repeats)
 
 
-def matmul_gflops(dtype, size=SGEMM_SIZE, repeats=5):
+def matmul_gflops(dtype: Any, size: int = SGEMM_SIZE, repeats: int = 5) -> float:
     """GFLOP/s of a ``size``³ matmul in ``dtype`` (the best of ``repeats``).
 
     Runs in a ``tf.function`` (works under v1 behaviour too, in a session).
@@ -48,7 +51,7 @@ def matmul_gflops(dtype, size=SGEMM_SIZE, repeats=5):
     return 2 * size ** 3 / best / 1e9
 
 
-def _seconds(fn):
+def _seconds(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
@@ -61,42 +64,46 @@ class RateHook(tf.estimator.SessionRunHook):
     it, times ``batch_size``, over the time they took.
     """
 
-    def __init__(self, batch_size):
+    def __init__(self, batch_size: int) -> None:
         self._batch_size = batch_size
-        self.rate = None
+        self.rate: float | None = None
 
-    def begin(self):
+    def begin(self) -> None:
         self._global_step = tf.compat.v1.train.get_global_step()
-        self._start = None
+        self._start: tuple[float, Any] | None = None
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: Any) -> Any:
         return tf.estimator.SessionRunArgs(self._global_step)
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: Any, run_values: Any) -> None:
         if self._start is None:
             self._start = (time.perf_counter(), run_context.session.run(self._global_step))
 
-    def end(self, session):
+    def end(self, session: Any) -> None:
+        assert self._start is not None, "no Session.run finished"
         seconds = time.perf_counter() - self._start[0]
         steps = session.run(self._global_step) - self._start[1]
         self.rate = steps * self._batch_size / seconds
 
 
-def estimator_rate(estimator, input_fn, steps, batch_size):
+def estimator_rate(estimator: Any, input_fn: Callable[..., Any], steps: int,
+                   batch_size: int) -> float:
     """Trains ``estimator`` ``steps`` more steps; returns the steady-state examples/s."""
     hook = RateHook(batch_size)
     estimator.train(input_fn, steps=steps, hooks=[hook])
+    assert hook.rate is not None, "the hook's end did not run"
     return hook.rate
 
 
-def alternate(systems, rounds, baseline):
+def alternate(systems: Mapping[str, Callable[[], float]], rounds: int,
+              baseline: str) -> tuple[dict[str, list[float]], float]:
     """Runs every system once per round, in turn, and the sgemm ceiling before each round.
 
     ``systems`` maps a name to a function returning examples/s. Prints each round and the
     medians; returns ({name: per-round rates}, median sgemm GFLOP/s).
     """
-    rates = {name: [] for name in systems}
-    gflops = []
+    rates: dict[str, list[float]] = {name: [] for name in systems}
+    gflops: list[float] = []
     for round_index in range(rounds):
         gflops.append(sgemm_gflops(repeats=2))
         for name, measure in systems.items():
@@ -109,7 +116,7 @@ def alternate(systems, rounds, baseline):
     return rates, statistics.median(gflops)
 
 
-def report(rates, baseline):
+def report(rates: Mapping[str, Sequence[float]], baseline: str) -> None:
     """Prints medians of examples/s and the median per-round ratio to ``baseline``."""
     for name, values in rates.items():
         ratios = [v / b for v, b in zip(values, rates[baseline])]
@@ -117,7 +124,7 @@ def report(rates, baseline):
               f"x{statistics.median(ratios):.2f} of {baseline}", flush=True)
 
 
-def print_header():
+def print_header() -> None:
     """Prints the machine, the versions and the command (the sgemm ceiling comes with the
     rounds, see ``alternate``)."""
     print(f"machine: {platform.machine()}, {os.cpu_count()} "
@@ -126,20 +133,22 @@ def print_header():
     print("command: python " + " ".join(sys.argv), flush=True)
 
 
-def blobs_input_fn(shape, batch_size, num_classes=2, examples=4096):
+def blobs_input_fn(shape: Sequence[int], batch_size: int, num_classes: int = 2,
+                   examples: int = 4096) -> Callable[[], Any]:
     """float features of ``shape`` per example, labels from the first feature, repeated
     forever, as a cached Dataset (the input costs next to nothing)."""
     x = np.random.RandomState(0).randn(examples, *shape).astype(np.float32)
     y = (x.reshape(examples, -1)[:, 0] > 0).astype(np.int64) % num_classes
 
-    def input_fn():
+    def input_fn() -> Any:
         data = tf.data.Dataset.from_tensor_slices(({"x": x}, y)).cache().repeat()
         return data.batch(batch_size, drop_remainder=True).prefetch(2)
 
     return input_fn
 
 
-def plain_mlp_model_fn(features, labels, mode, params):
+def plain_mlp_model_fn(features: dict[str, Any], labels: Any, mode: str,
+                       params: dict[str, Any]) -> Any:
     """What a legacy user writes: a ``tf.layers`` MLP of ``params["hidden_units"]`` over
     feature ``x``, ``tf.losses`` cross-entropy over 2 classes, v1 Adam."""
     v1 = tf.compat.v1
@@ -152,7 +161,7 @@ def plain_mlp_model_fn(features, labels, mode, params):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-def quiet_config(**kwargs):
+def quiet_config(**kwargs: Any) -> Any:
     """A RunConfig in a fresh directory that writes as little as possible."""
     return estimator_dist.make_run_config(
         model_dir=tempfile.mkdtemp(), save_checkpoints_secs=None, save_summary_steps=10**9,

@@ -6,12 +6,15 @@ Runs ``python -m estimator_dist.train`` (built-in data, train, evaluate, export)
 per case in every round, alternating them, and reads each process's peak resident set
 size from ``wait4``. Reports medians in MiB.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Sequence
 
 CASES = {
     "default (steps_per_run on)": [],
@@ -19,7 +22,7 @@ CASES = {
 }
 
 
-def peak_rss_mib(args):
+def peak_rss_mib(args: Sequence[str]) -> float:
     """Runs ``python ARGS``; returns its peak RSS in MiB (it must succeed)."""
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen([sys.executable, *args], stdout=log, stderr=log)
@@ -31,7 +34,7 @@ def peak_rss_mib(args):
     return usage.ru_maxrss / 1024  # Linux reports KiB.
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", default="dense")
@@ -39,7 +42,7 @@ def main(argv=None):
                         help="default: the model's own (the default job)")
     args = parser.parse_args(argv)
     print("command: python " + " ".join(sys.argv), flush=True)
-    peaks = {case: [] for case in CASES}
+    peaks: dict[str, list[float]] = {case: [] for case in CASES}
     for _ in range(args.rounds):
         for case, extra in CASES.items():
             with tempfile.TemporaryDirectory() as model_dir:

@@ -24,6 +24,8 @@ reports steps/s and examples/s after its first step (``_timing.RateHook``), and 
 report gives medians over the rounds and the median per-round ratio to ``plain``. A
 case that does not finish within ``--timeout`` seconds is reported as a hang.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -31,6 +33,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Any, Callable, Mapping, Sequence
+
+# Examples/s and steps/s per model, as a worker prints them.
+Rates = dict[str, dict[str, float]]
 
 SYSTEMS = ("package", "plain", "one")
 MODELS = ("gru", "dense")
@@ -40,7 +46,7 @@ SIZES = {  # (time steps, features, units, global batch, steps) per model
 }
 
 
-def _model_fn(features, labels, mode, params):
+def _model_fn(features: dict[str, Any], labels: Any, mode: str, params: dict[str, Any]) -> Any:
     import tensorflow as tf
     v1 = tf.compat.v1
     net = features["x"]
@@ -60,7 +66,7 @@ def _model_fn(features, labels, mode, params):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-def _input_fn(model, size):
+def _input_fn(model: str, size: str) -> Callable[..., Any]:
     import numpy as np
     import tensorflow as tf
     steps, dim, _, global_batch, _ = SIZES[size][model]
@@ -68,7 +74,7 @@ def _input_fn(model, size):
     x = np.random.RandomState(0).randn(1024, *shape).astype(np.float32)
     y = (x.reshape(1024, -1)[:, 0] > 0).astype(np.int64)
 
-    def input_fn(input_context=None):
+    def input_fn(input_context: Any = None) -> Any:
         batch = (input_context.get_per_replica_batch_size(global_batch)
                  if input_context else global_batch)
         data = tf.data.Dataset.from_tensor_slices(({"x": x}, y)).cache().repeat()
@@ -77,9 +83,9 @@ def _input_fn(model, size):
     return input_fn
 
 
-def _run_config(system, model_dir):
+def _run_config(system: str, model_dir: str) -> Any:
     import tensorflow as tf
-    quiet = {"model_dir": model_dir, "save_checkpoints_secs": None,
+    quiet: dict[str, Any] = {"model_dir": model_dir, "save_checkpoints_secs": None,
              "save_checkpoints_steps": None, "save_summary_steps": 10**9,
              "log_step_count_steps": 10**9}
     if system == "package":
@@ -92,7 +98,7 @@ def _run_config(system, model_dir):
     return tf.estimator.RunConfig(**quiet)
 
 
-def worker(system, behaviour, models, size):
+def worker(system: str, behaviour: str, models: Sequence[str], size: str) -> None:
     """Trains each model once under ``system``; prints one JSON line of rates."""
     import tensorflow as tf
     if behaviour == "tf1":
@@ -100,7 +106,7 @@ def worker(system, behaviour, models, size):
     import estimator_dist  # noqa: F401  (tf.estimator on TF 2.16+)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _timing
-    rates = {}
+    rates: Rates = {}
     for model in models:
         _, _, units, global_batch, steps = SIZES[size][model]
         with tempfile.TemporaryDirectory() as model_dir:
@@ -113,7 +119,8 @@ def worker(system, behaviour, models, size):
     print("RATES " + json.dumps(rates), flush=True)
 
 
-def _measure(system, behaviour, models, size, timeout):
+def _measure(system: str, behaviour: str, models: Sequence[str], size: str,
+             timeout: float) -> Rates | None:
     command = [sys.executable, os.path.abspath(__file__), "--worker", system, behaviour,
                "--models", *models] + (["--tiny"] if size == "tiny" else [])
     try:
@@ -126,11 +133,11 @@ def _measure(system, behaviour, models, size, timeout):
     raise RuntimeError(f"{system} {behaviour} failed:\n{result.stderr[-3000:]}")
 
 
-def _load():
+def _load() -> float:
     return os.getloadavg()[0]
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--behaviours", nargs="+", default=["tf1", "tf2"])
@@ -142,7 +149,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     size = "tiny" if args.tiny else "full"
     if args.worker:
-        worker(*args.worker, args.models, size)
+        system, behaviour = args.worker
+        worker(system, behaviour, args.models, size)
         return
     import tensorflow as tf
     print(f"machine: {os.cpu_count()} CPU cores; TensorFlow {tf.__version__}")
@@ -151,8 +159,8 @@ def main(argv=None):
         print(f"  {model}: (time steps or features, ..., global batch, steps) = "
               f"{SIZES[size][model]}")
     for behaviour in args.behaviours:
-        results = {system: [] for system in args.systems}
-        loads = []
+        results: dict[str, list[Rates | None]] = {system: [] for system in args.systems}
+        loads: list[float] = []
         for round_index in range(args.rounds):
             loads.append(_load())
             for system in args.systems:
@@ -167,21 +175,24 @@ def main(argv=None):
         _report(behaviour, results, args.models, loads)
 
 
-def _report(behaviour, results, models, loads):
+def _report(behaviour: str, results: Mapping[str, Sequence[Rates | None]],
+            models: Sequence[str], loads: Sequence[float]) -> None:
     print(f"{behaviour} behaviour, median over rounds (load {min(loads):.1f}-"
           f"{max(loads):.1f}):")
     for model in models:
         for system, runs in results.items():
-            if any(r is None for r in runs):
+            finished = [r for r in runs if r is not None]
+            if len(finished) < len(runs):
                 print(f"  {model:<6} {system:<8} hang (no result within the timeout)")
                 continue
-            steps = statistics.median(r[model]["steps"] for r in runs)
-            examples = statistics.median(r[model]["examples"] for r in runs)
+            steps = statistics.median(r[model]["steps"] for r in finished)
+            examples = statistics.median(r[model]["examples"] for r in finished)
             ratio = ""
-            if "plain" in results and all(p is not None for p in results["plain"]):
+            plain = [p for p in results.get("plain", ()) if p is not None]
+            if "plain" in results and len(plain) == len(results["plain"]):
                 ratio = "   x{:.2f} of plain".format(statistics.median(
                     r[model]["steps"] / p[model]["steps"]
-                    for r, p in zip(runs, results["plain"])))
+                    for r, p in zip(finished, plain)))
             print(f"  {model:<6} {system:<8} {steps:8.2f} steps/s {examples:10,.0f} "
                   f"examples/s{ratio}", flush=True)
 

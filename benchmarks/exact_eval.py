@@ -10,6 +10,8 @@ all steps: what a user waits for) of ``model_fns.dense_classifier_model_fn``
 (64 -> 256 -> 256 -> 2) trained for one step over 2 logical CPU replicas, both ways in
 every round, and prints the median seconds of each and the median ratio.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import statistics
@@ -30,7 +32,7 @@ from model_fns import dense_classifier_model_fn  # noqa: E402
 _PARAMS = {"hidden_units": [256, 256], "num_classes": 2, "learning_rate": 0.001}
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--examples", type=int, default=65536)
@@ -47,7 +49,7 @@ def main(argv=None):
                # TensorFlow's own replace: make_run_config's refuses a strategy key.
                "replicas": tf.estimator.RunConfig.replace(
                    config, eval_distribute=config.train_distribute)}
-    seconds = {name: [] for name in configs}
+    seconds: dict[str, list[float]] = {name: [] for name in configs}
     with tempfile.TemporaryDirectory() as model_dir:
         trained = tf.estimator.Estimator(dense_classifier_model_fn,
                                          config=config.replace(model_dir=model_dir),

@@ -20,11 +20,14 @@ instead, as far as a CPU goes (mirrored over 2 logical CPUs, the LSTM on ``/cpu:
 float16's loss scaling without the rewrite, bfloat16 through the oneDNN rewrite): it
 proves the script, not the GPU.
 """
+from __future__ import annotations
+
 import argparse
 import functools
 import os
 import sys
 import tempfile
+from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
@@ -54,15 +57,16 @@ _HALF_MATMULS = ("MatMul:half", "_MklMatMul:bfloat16", "_MklNativeFusedMatMul:bf
 class _MatMulDtypes(tf.estimator.SessionRunHook):
     """The dtypes of the matmuls TensorFlow ran at the second step (after its rewrites)."""
 
-    def __init__(self):
-        self.found, self._runs = set(), 0
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+        self._runs = 0
 
-    def before_run(self, run_context):
+    def before_run(self, run_context: Any) -> Any:
         del run_context  # Fetches nothing.
         return tf.estimator.SessionRunArgs(
             {}, options=v1.RunOptions(output_partition_graphs=True))
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: Any, run_values: Any) -> None:
         self._runs += 1
         if self._runs == 2:
             self.found = {f"{node.op}:{tf.as_dtype(node.attr['T'].type).name}"
@@ -70,14 +74,15 @@ class _MatMulDtypes(tf.estimator.SessionRunHook):
                           for node in graph.node if "MatMul" in node.op}
 
 
-def _data():
+def _data() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.RandomState(0)
     x = rng.randn(4096, 64).astype(np.float32)
     y = (x[:, :8].sum(axis=1) + 0.5 * rng.randn(4096) > 0).astype(np.int64)
     return x, y
 
 
-def _train(strategy, steps, mixed_precision=None, force_float16=False, **kwargs):
+def _train(strategy: str, steps: int, mixed_precision: str | None = None,
+           force_float16: bool = False, **kwargs: Any) -> tuple[float, set[str], str, Any]:
     """Trains the dense model_fn; returns (eval loss, matmul dtypes, model dir, config)."""
     model_dir = tempfile.mkdtemp(prefix="gpu_check-")
     config = estimator_dist.make_run_config(strategy, model_dir=model_dir, tf_random_seed=1,
@@ -95,7 +100,7 @@ def _train(strategy, steps, mixed_precision=None, force_float16=False, **kwargs)
     return float(loss), matmuls.found, model_dir, config
 
 
-def check_mirrored(devices, steps):
+def check_mirrored(devices: Sequence[str], steps: int) -> tuple[bool, str]:
     one, _, _, _ = _train("default", steps)
     loss, _, _, config = _train("mirrored", steps, num_replicas=len(devices))
     reduction = type(internals.cross_device_ops(config.train_distribute)).__name__
@@ -104,10 +109,10 @@ def check_mirrored(devices, steps):
                 f"{one:.4f} on one device")
 
 
-def check_lstm(device):
-    def on_device(run):
+def check_lstm(device: str) -> tuple[bool, str]:
+    def on_device(run: lstm_candidates.Run) -> lstm_candidates.Run:
         @functools.wraps(run)
-        def placed(*args):
+        def placed(*args: Any) -> Any:
             with tf.device(device):
                 return run(*args)
         return placed
@@ -120,12 +125,12 @@ def check_lstm(device):
                                           f"{difference:.1e} (outputs, state, gradients)")
 
 
-def _loss_scale(model_dir):
+def _loss_scale(model_dir: str) -> Any:
     names = [n for n, _ in tf.train.list_variables(model_dir) if "loss_scale" in n]
     return tf.train.load_variable(model_dir, names[0]) if names else None
 
 
-def check_precision(mixed, steps, on_cpu):
+def check_precision(mixed: str, steps: int, on_cpu: bool) -> tuple[bool, str]:
     full, _, _, _ = _train("default", steps)
     force = on_cpu and mixed == "float16"
     loss, matmuls, model_dir, _ = _train("default", steps, None if force else mixed,
@@ -142,7 +147,7 @@ def check_precision(mixed, steps, on_cpu):
     return ok, detail
 
 
-def check_bfloat16_refused(gpus):
+def check_bfloat16_refused(gpus: Sequence[Any]) -> tuple[bool, str]:
     try:
         precision.check_device("bfloat16", gpus=gpus)
     except estimator_dist.UsageError as error:
@@ -150,14 +155,16 @@ def check_bfloat16_refused(gpus):
     return True, "accepted on this machine (no GPU visible)"
 
 
-def _checks(args, gpus):
+def _checks(args: argparse.Namespace,
+            gpus: Sequence[Any]) -> dict[str, Callable[[], tuple[bool, str]]]:
     if args.cpu:
         device, devices = "/cpu:0", ["/cpu:0", "/cpu:1"]
     else:
         device, devices = "/gpu:0", [g.name for g in gpus]
-    checks = {"mirrored": lambda: check_mirrored(devices, args.steps),
-              "LSTM kernel vs dynamic_rnn": lambda: check_lstm(device),
-              "mixed float16": lambda: check_precision("float16", args.steps, args.cpu)}
+    checks: dict[str, Callable[[], tuple[bool, str]]] = {
+        "mirrored": lambda: check_mirrored(devices, args.steps),
+        "LSTM kernel vs dynamic_rnn": lambda: check_lstm(device),
+        "mixed float16": lambda: check_precision("float16", args.steps, args.cpu)}
     if args.cpu:
         checks["mixed bfloat16 (CPU)"] = lambda: check_precision("bfloat16", args.steps, True)
     else:
@@ -166,7 +173,7 @@ def _checks(args, gpus):
     return checks
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--cpu", action="store_true",

@@ -13,6 +13,8 @@ swing by tens of percent, so only same-run ratios and medians are meaningful):
 Prints the median of each, and each input's median ratio to the model's rate; the goal
 is a ratio >= 10, so input never limits training.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import statistics
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import time
 import warnings
+from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -35,13 +38,13 @@ MODEL_STEPS = 150
 MODEL_WARMUP_STEPS = 30
 
 
-def _data(time_steps):
+def _data(time_steps: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(NUM_EXAMPLES, time_steps, 1)).astype(np.float32)
     return x, rng.integers(0, 3, NUM_EXAMPLES)
 
 
-def _write_csv(path, x, y):
+def _write_csv(path: str, x: np.ndarray, y: np.ndarray) -> None:
     header = ",".join(f"x{i}" for i in range(x.shape[1])) + ",label\n"
     rows = np.concatenate([x.reshape(len(x), -1), y[:, None]], axis=1)
     with open(path, "w", encoding="utf-8") as stream:
@@ -50,12 +53,12 @@ def _write_csv(path, x, y):
 
 
 @tf.function
-def _pull(iterator, batches):
+def _pull(iterator: Any, batches: tf.Tensor) -> None:
     for _ in tf.range(batches):
         iterator.get_next()
 
 
-def _records_per_second(input_fn, batch_size, batches):
+def _records_per_second(input_fn: Callable[[], Any], batch_size: int, batches: int) -> float:
     """Records/s pulling ``batches`` batches from a warmed-up pipeline (no Python per batch)."""
     iterator = iter(input_fn())
     _pull(iterator, tf.constant(20))
@@ -67,19 +70,23 @@ def _records_per_second(input_fn, batch_size, batches):
 class _StepTimer(tf.estimator.SessionRunHook):
     """Wall time from the end of the warm-up steps to the end of training."""
 
-    def __init__(self, warmup):
-        self.warmup, self.steps, self.start, self.seconds = warmup, 0, None, None
+    def __init__(self, warmup: int) -> None:
+        self.warmup, self.steps = warmup, 0
+        self.start: float | None = None
+        self.seconds: float | None = None
 
-    def after_run(self, run_context, run_values):
+    def after_run(self, run_context: Any, run_values: Any) -> None:
         self.steps += 1
         if self.steps == self.warmup:
             self.start = time.perf_counter()
 
-    def end(self, session):
+    def end(self, session: Any) -> None:
+        assert self.start is not None, f"training ran fewer than {self.warmup} steps"
         self.seconds = time.perf_counter() - self.start
 
 
-def _model_examples_per_second(x, y, batch_size, model_dir):
+def _model_examples_per_second(x: np.ndarray, y: np.ndarray, batch_size: int,
+                               model_dir: str) -> float:
     params = {"num_units": 32, "num_classes": 3, "learning_rate": 0.01}
     batch = ({"x": x[:batch_size]}, y[:batch_size])
     estimator = tf.estimator.Estimator(
@@ -89,17 +96,20 @@ def _model_examples_per_second(x, y, batch_size, model_dir):
     timer = _StepTimer(MODEL_WARMUP_STEPS)
     estimator.train(lambda: tf.data.Dataset.from_tensors(batch).repeat(),
                     steps=MODEL_STEPS, hooks=[timer])
+    assert timer.seconds is not None, "the hook's end did not run"
     return (MODEL_STEPS - MODEL_WARMUP_STEPS) * batch_size / timer.seconds
 
 
-def _inputs(x, y, batch_size, directory):
+def _inputs(x: np.ndarray, y: np.ndarray, batch_size: int,
+            directory: str) -> dict[str, Callable[[], Any]]:
     paths = input_fns.write_tfrecords({"x": x}, os.path.join(directory, "train"),
                                       num_shards=NUM_SHARDS, labels=y)
     csv_path = os.path.join(directory, "train.csv")
     _write_csv(csv_path, x, y)
     spec = {"x": tf.io.FixedLenFeature(x.shape[1:], tf.float32),
             "label": tf.io.FixedLenFeature([], tf.int64)}
-    common = dict(batch_size=batch_size, seed=0)
+    common: dict[str, Any] = dict(
+batch_size=batch_size, seed=0)
     return {
         "from_tfrecord": input_fns.from_tfrecord(paths, spec, label_key="label", **common),
         "from_csv": input_fns.from_files([csv_path], "csv", x_shape=x.shape[1:], **common),
@@ -109,7 +119,7 @@ def _inputs(x, y, batch_size, directory):
     }
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     tf.get_logger().setLevel("ERROR")
     warnings.filterwarnings("ignore", message=".*is deprecated.*")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -119,7 +129,7 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, default=300, help="batches timed per input")
     args = parser.parse_args(argv)
     x, y = _data(args.time_steps)
-    rates = {}
+    rates: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as directory:
         inputs = _inputs(x, y, args.batch_size, directory)
         for round_index in range(args.rounds):

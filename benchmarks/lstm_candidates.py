@@ -22,9 +22,12 @@ on a small batch (max abs difference printed). The model_fn (last
 output -> dense logits, v1 Adam) and shapes (T=50, dim 32, 128 units, batch 128) are
 those of ``benchmarks/models.py lstm``.
 """
+from __future__ import annotations
+
 import argparse
 import statistics
 import time
+from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
@@ -33,27 +36,35 @@ import _timing
 import models
 from model_fns import _lstm_stack
 
+# A candidate: (x, initial c, initial h, units) -> (outputs, final c, final h).
+Run = Callable[[Any, Any, Any, int], tuple[Any, Any, Any]]
+
 v1 = tf.compat.v1
 FORGET_BIAS = _lstm_stack.FORGET_BIAS
 
 
-def package_run(x, c0, h0, units):
+def package_run(x: tf.Tensor, c0: tf.Tensor, h0: tf.Tensor,
+                units: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     return _lstm_stack.run(x, c0, h0, num_units=units, num_layers=1)
 
 
-def package_forward_run(x, c0, h0, units):
+def package_forward_run(x: tf.Tensor, c0: tf.Tensor, h0: tf.Tensor,
+                        units: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     return _lstm_stack.run(x, c0, h0, num_units=units, num_layers=1, needs_gradient=False)
 
 
 @tf.custom_gradient
-def _block_cell_lstm(x, c0, h0, kernel, bias):
+def _block_cell_lstm(x: tf.Tensor, c0: tf.Tensor, h0: tf.Tensor, kernel: tf.Tensor,
+                     bias: tf.Tensor) -> tuple[tuple[tf.Tensor, tf.Tensor, tf.Tensor],
+                                               Callable[..., tuple[tf.Tensor, ...]]]:
     dim, units = tf.compat.dimension_value(x.shape[-1]), tf.compat.dimension_value(c0.shape[-1])
     inputs = tf.transpose(x, [1, 0, 2])
     time = tf.shape(x)[1]
     no_peephole = tf.zeros([units])
     cell = dict(w=kernel, wci=no_peephole, wcf=no_peephole, wco=no_peephole, b=bias)
 
-    def step(t, c, h, saved):
+    def step(t: tf.Tensor, c: tf.Tensor, h: tf.Tensor,
+             saved: list[Any]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, list[Any]]:
         i, c, f, o, ci, co, h = tf.raw_ops.LSTMBlockCell(
             x=inputs[t], cs_prev=c, h_prev=h, forget_bias=FORGET_BIAS, cell_clip=-1.0,
             use_peephole=False, **cell)
@@ -63,13 +74,14 @@ def _block_cell_lstm(x, c0, h0, kernel, bias):
     _, c, h, saved = tf.while_loop(lambda t, *_: t < time, step, (0, c0, h0, saved))
     i, cs, f, o, ci, co, hs = (array.stack() for array in saved)
 
-    def grad(d_outputs, d_c, d_h):
+    def grad(d_outputs: tf.Tensor, d_c: tf.Tensor, d_h: tf.Tensor) -> tuple[tf.Tensor, ...]:
         d_hs = tf.transpose(d_outputs, [1, 0, 2])
         c_prev = tf.concat([c0[None], cs[:-1]], 0)
         h_prev = tf.concat([h0[None], hs[:-1]], 0)
         w_h_t = tf.transpose(kernel[dim:])
 
-        def back(t, dc, dh, d_gates):
+        def back(t: tf.Tensor, dc: tf.Tensor, dh: tf.Tensor,
+                 d_gates: Any) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, Any]:
             dc, dg, _, _, _ = tf.raw_ops.LSTMBlockCellGrad(
                 x=inputs[t], cs_prev=c_prev[t], h_prev=h_prev[t], i=i[t], cs=cs[t], f=f[t],
                 o=o[t], ci=ci[t], co=co[t], cs_grad=dc, h_grad=dh + d_hs[t],
@@ -88,25 +100,28 @@ def _block_cell_lstm(x, c0, h0, kernel, bias):
     return (tf.transpose(hs, [1, 0, 2]), c, h), grad
 
 
-def block_cell_run(x, c0, h0, units):
+def block_cell_run(x: tf.Tensor, c0: tf.Tensor, h0: tf.Tensor,
+                   units: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     kernel, bias = _lstm_stack._variables(_lstm_stack.cell_scopes(1)[0], x.shape[-1], units)
     return _block_cell_lstm(x, c0, h0, kernel, bias)
 
 
-def dynamic_rnn_run(x, c0, h0, units):
+def dynamic_rnn_run(x: tf.Tensor, c0: tf.Tensor, h0: tf.Tensor,
+                    units: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     cell = v1.nn.rnn_cell.BasicLSTMCell(units, forget_bias=FORGET_BIAS)
     state = v1.nn.rnn_cell.LSTMStateTuple(c0, h0)
     outputs, state = v1.nn.dynamic_rnn(cell, x, initial_state=state, scope="rnn")
     return outputs, state.c, state.h
 
 
-CANDIDATES = {"dynamic_rnn": dynamic_rnn_run, "package": package_run,
+CANDIDATES: dict[str, Run] = {"dynamic_rnn": dynamic_rnn_run, "package": package_run,
               "block_cell": block_cell_run}
 # The loop that EVAL, PREDICT and export run, timed with --forward only.
 FORWARD_CANDIDATES = {**CANDIDATES, "package_forward": package_forward_run}
 
 
-def max_difference(run, reference=dynamic_rnn_run, shape=(4, 6, 3), units=5):
+def max_difference(run: Run, reference: Run = dynamic_rnn_run, shape: tuple[int, ...] = (4, 6, 3),
+                   units: int = 5) -> float:
     """Max abs difference of outputs, final state and gradients from ``reference``'s.
 
     Fetching a v2 while loop's outputs and its gradients from one plain session needs
@@ -133,8 +148,9 @@ def max_difference(run, reference=dynamic_rnn_run, shape=(4, 6, 3), units=5):
     return max(float(np.max(np.abs(a - b))) for a, b in zip(*values))
 
 
-def _model_fn(run):
-    def model_fn(features, labels, mode, params):
+def _model_fn(run: Run) -> Callable[..., Any]:
+    def model_fn(features: dict[str, Any], labels: Any, mode: str,
+                 params: dict[str, Any]) -> Any:
         x = features["x"]
         zeros = tf.zeros([tf.shape(x)[0], models.LSTM["num_units"]])
         outputs, _, _ = run(x, zeros, zeros, models.LSTM["num_units"])
@@ -144,7 +160,8 @@ def _model_fn(run):
     return model_fn
 
 
-def _forward_system(run, steps, clock=time.perf_counter):
+def _forward_system(run: Run, steps: int,
+                    clock: Callable[[], float] = time.perf_counter) -> Callable[[], float]:
     """Examples/s of the forward pass alone (what inference runs), in a plain Session;
     per second of ``clock`` (``time.process_time``: per CPU second of the process)."""
     graph = tf.Graph()
@@ -158,7 +175,7 @@ def _forward_system(run, steps, clock=time.perf_counter):
         session.run(v1.global_variables_initializer())
     session.run(total)
 
-    def measure():
+    def measure() -> float:
         start = clock()
         for _ in range(steps):
             session.run(total)
@@ -167,7 +184,7 @@ def _forward_system(run, steps, clock=time.perf_counter):
     return measure
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=60)

@@ -11,10 +11,13 @@ last output, saved with a signature of the same inputs. Each call runs one chunk
 does. Reported: each round's median milliseconds per call, the medians over the rounds
 and the median per-round ratio to Keras.
 """
+from __future__ import annotations
+
 import argparse
 import statistics
 import tempfile
 import time
+from typing import Any, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -27,7 +30,7 @@ from model_fns import lstm_model_fn
 DIM, UNITS, CLASSES = 32, 128, 2
 
 
-def _package_signature():
+def _package_signature() -> Any:
     model_dir = tempfile.mkdtemp()
     params = {"num_units": UNITS, "num_classes": CLASSES, "learning_rate": 1e-3}
     estimator = tf.estimator.Estimator(
@@ -42,7 +45,7 @@ def _package_signature():
     return tf.saved_model.load(path).signatures["serving_default"]
 
 
-def _keras_signature():
+def _keras_signature() -> Any:
     x = tf.keras.Input([None, DIM])
     state_c, state_h = tf.keras.Input([UNITS]), tf.keras.Input([UNITS])
     outputs, h, c = tf.keras.layers.LSTM(UNITS, return_state=True)(
@@ -51,7 +54,7 @@ def _keras_signature():
 
     @tf.function(input_signature=[tf.TensorSpec([None, None, DIM]),
                                   tf.TensorSpec([None, UNITS]), tf.TensorSpec([None, UNITS])])
-    def serve(x, state_c, state_h):
+    def serve(x: tf.Tensor, state_c: tf.Tensor, state_h: tf.Tensor) -> dict[str, tf.Tensor]:
         logits, c, h = model([x, state_c, state_h])
         return {"logits": logits, "state_c": c, "state_h": h}
 
@@ -60,11 +63,11 @@ def _keras_signature():
     return tf.saved_model.load(path).signatures["serving_default"]
 
 
-def _latency(signature, chunks):
+def _latency(signature: Any, chunks: Sequence[tf.Tensor]) -> float:
     """Median milliseconds per call over ``chunks``, the state carried from call to call."""
     state = tf.zeros([chunks[0].shape[0], UNITS])
     state_c = state_h = state
-    seconds = []
+    seconds: list[float] = []
     for chunk in chunks:
         start = time.perf_counter()
         out = signature(x=chunk, state_c=state_c, state_h=state_h)
@@ -73,7 +76,7 @@ def _latency(signature, chunks):
     return 1000 * statistics.median(seconds)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=200)
@@ -87,7 +90,7 @@ def main(argv=None):
               for _ in range(args.calls)]
     for signature in systems.values():
         _latency(signature, chunks[:5])  # warm-up
-    times = {name: [] for name in systems}
+    times: dict[str, list[float]] = {name: [] for name in systems}
     for round_index in range(args.rounds):
         for name, signature in systems.items():
             times[name].append(_latency(signature, chunks))

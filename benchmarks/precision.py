@@ -15,21 +15,29 @@ Each round also measures the 2048³ matmul in float32 (sgemm) and bfloat16: the 
 of the same run. Rates are steady state (after the first Session.run); the report gives
 medians and the median of the per-round ratios to float32.
 """
+from __future__ import annotations
+
 import argparse
 import statistics
+from typing import Any, Callable
 
 import tensorflow as tf
 
 import _timing
 from model_fns import dense_classifier_model_fn, lstm_model_fn
 
+# model_fn, params, input shape (per example), batch.
+Model = tuple[Callable[..., Any], dict[str, Any], list[int], int]
+
 v1 = tf.compat.v1
-MLP = {"dim": 1024, "hidden_units": [2048, 2048, 2048], "num_classes": 10, "batch": 256}
-TINY_MLP = {"dim": 16, "hidden_units": [32], "num_classes": 10, "batch": 8}
+MLP: dict[str, Any] = {"dim": 1024, "hidden_units": [2048, 2048, 2048], "num_classes": 10,
+                       "batch": 256}
+TINY_MLP: dict[str, Any] = {"dim": 16, "hidden_units": [32], "num_classes": 10, "batch": 8}
 PRECISIONS = {"float32": None, "bfloat16": "bfloat16"}
 
 
-def mlp_model_fn(features, labels, mode, params):
+def mlp_model_fn(features: dict[str, Any], labels: Any, mode: str,
+                 params: dict[str, Any]) -> Any:
     """What a legacy user writes: tf.layers MLP, tf.losses cross-entropy, v1 Adam."""
     net = features["x"]
     for units in params["hidden_units"]:
@@ -40,7 +48,7 @@ def mlp_model_fn(features, labels, mode, params):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-def _models(tiny):
+def _models(tiny: bool) -> dict[str, Model]:
     """name -> (model_fn, params, input shape, batch)."""
     mlp = TINY_MLP if tiny else MLP
     dense = {"hidden_units": [8] if tiny else [256, 256], "num_classes": 2,
@@ -53,10 +61,10 @@ def _models(tiny):
     }
 
 
-def _systems(name, model, steps):
+def _systems(name: str, model: Model, steps: int) -> dict[str, Callable[..., float]]:
     model_fn, params, shape, batch = model
     input_fn = _timing.blobs_input_fn(shape, batch, num_classes=params["num_classes"])
-    systems = {}
+    systems: dict[str, Callable[..., float]] = {}  # Each takes its estimator as a default.
     for label, mixed in PRECISIONS.items():
         estimator = tf.estimator.Estimator(
             model_fn, config=_timing.quiet_config(mixed_precision=mixed), params=params)
@@ -65,7 +73,7 @@ def _systems(name, model, steps):
     return systems
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30, help="training steps per round")
@@ -76,8 +84,8 @@ def main(argv=None):
     _timing.print_header()
     models = _models(args.tiny)
     groups = {name: _systems(name, models[name], args.steps) for name in args.models}
-    rates = {name: [] for systems in groups.values() for name in systems}
-    ceilings = {"float32": [], "bfloat16": []}
+    rates: dict[str, list[float]] = {name: [] for systems in groups.values() for name in systems}
+    ceilings: dict[str, list[float]] = {"float32": [], "bfloat16": []}
     for round_index in range(args.rounds):
         for dtype in ceilings:
             ceilings[dtype].append(_timing.matmul_gflops(tf.as_dtype(dtype), repeats=2))

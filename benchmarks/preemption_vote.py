@@ -9,6 +9,8 @@ and times steps 50 to ``--steps`` (450) on the chief. Prints steps/s medians ove
 median of the per-round ratios (with / without): timings on a shared machine swing, so
 only same-round ratios mean much.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)  # The package of this checkout, not an installed one.
@@ -25,11 +28,11 @@ sys.path.insert(0, _REPO)  # The package of this checkout, not an installed one.
 _FIRST_STEP = 50
 
 
-def _first_step(last_step):
+def _first_step(last_step: int) -> int:
     return min(_FIRST_STEP, last_step // 4)
 
 
-def _worker(model_dir, with_hook, last_step):
+def _worker(model_dir: str, with_hook: bool, last_step: int) -> None:
     """One task: trains to ``last_step``; the chief prints the steps/s from the first
     timed step."""
     import numpy as np
@@ -40,13 +43,13 @@ def _worker(model_dir, with_hook, last_step):
     from input_fns import from_arrays
 
     class Timer(tf.compat.v1.train.SessionRunHook):
-        def __init__(self):
-            self.times = {}
+        def __init__(self) -> None:
+            self.times: dict[int, float] = {}
 
-        def before_run(self, run_context):
+        def before_run(self, run_context: Any) -> Any:
             return tf.compat.v1.train.SessionRunArgs(tf.compat.v1.train.get_global_step())
 
-        def after_run(self, run_context, run_values):
+        def after_run(self, run_context: Any, run_values: Any) -> None:
             if run_values.results in (first_step, last_step - 1):
                 self.times[run_values.results] = time.perf_counter()
 
@@ -70,7 +73,7 @@ def _worker(model_dir, with_hook, last_step):
         print("STEPS_PER_SECOND", steps / (timer.times[last_step - 1] - timer.times[first_step]))
 
 
-def _cluster_run(with_hook, last_step):
+def _cluster_run(with_hook: bool, last_step: int) -> float:
     """Steps/s of the chief of one two-worker run."""
     from estimator_dist.supervisor.tasks import free_ports
 
@@ -91,7 +94,7 @@ def _cluster_run(with_hook, last_step):
     return float(line.split()[1])
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=450, help="the last step of each run")
@@ -100,7 +103,9 @@ def main(argv=None):
     if args.worker:
         _worker(args.worker[0], args.worker[1] == "1", args.steps)
         return
-    with_hook, without, ratios = [], [], []
+    with_hook: list[float] = []
+    without: list[float] = []
+    ratios: list[float] = []
     for round_index in range(args.rounds):
         order = (True, False) if round_index % 2 == 0 else (False, True)
         speeds = {hook: _cluster_run(hook, args.steps) for hook in order}

@@ -37,6 +37,8 @@ machine, so their traces share a clock. Last, two pinned workers time a lone all
 by size (``--no-collectives`` skips it): the constants of the ring model in
 docs/benchmarks.md.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -47,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 # TensorFlow (and what loads it) is imported inside the functions that use it: a process
 # loads it only for the part it runs (a task, or the driver's report).
@@ -59,14 +62,20 @@ KINDS = {"alone": "1 process", "half": "1 process, half batch",
          "package": "package 2 workers", "ps": "parameter_server 2 workers + 1 ps"}
 BASELINE = KINDS["alone"]
 # Options of --plain-variants (CommunicationOptions) and --package-variants.
-_PLAIN_OPTION_TYPES = {"bytes_per_pack": int, "timeout_seconds": float, "implementation": str}
-_PACKAGE_OPTION_TYPES = {"all_reduce_bytes_per_pack": int, "all_reduce_dtype": str,
-                         "steps_per_run": int, "threads": int}
+# (name, kind, options) of a case.
+Case = tuple[str, str, dict[str, Any]]
+# (task type, index) of each task of a case; a task type of None: a process without TF_CONFIG.
+Tasks = list[tuple[Union[str, None], int]]
+_PLAIN_OPTION_TYPES: dict[str, Callable[[str], Any]] = {
+    "bytes_per_pack": int, "timeout_seconds": float, "implementation": str}
+_PACKAGE_OPTION_TYPES: dict[str, Callable[[str], Any]] = {
+    "all_reduce_bytes_per_pack": int, "all_reduce_dtype": str, "steps_per_run": int,
+    "threads": int}
 
 
 # ---- one task: runs in a child process ------------------------------------------------
 
-def _interval_union(intervals):
+def _interval_union(intervals: Iterable[tuple[int, int]]) -> int:
     """Total length of the union of (start, end) intervals."""
     total, reach = 0, None
     for start, end in sorted(intervals):
@@ -79,10 +88,11 @@ def _interval_union(intervals):
     return total
 
 
-def _trace_summary(run_metadata):
+def _trace_summary(run_metadata: Any) -> dict[str, Any]:
     """(compute µs, first and last µs of the collectives — under parameter_server, of the
     variables' transfers —, first and last µs of any op)."""
-    compute, collectives = [], []
+    compute: list[tuple[int, int]] = []
+    collectives: list[tuple[int, int]] = []
     for device in run_metadata.step_stats.dev_stats:
         for node in device.node_stats:
             span = (node.all_start_micros, node.all_start_micros + node.all_end_rel_micros)
@@ -99,16 +109,18 @@ def _trace_summary(run_metadata):
             "ops": [min(s for s, _ in every), max(e for _, e in every)]}
 
 
-def step_hook(total_steps, trace):
+def step_hook(total_steps: int, trace: bool) -> Any:
     """A hook recording every ``Session.run``'s wall time (µs since the epoch) and, when
     ``trace``, a RunMetadata summary of the last ``TRACE_STEPS`` runs."""
     import tensorflow as tf
 
     class StepHook(tf.estimator.SessionRunHook):
-        def __init__(self):
-            self.walls, self.traces, self._runs = [], [], 0
+        def __init__(self) -> None:
+            self.walls: list[list[float]] = []
+            self.traces: list[dict[str, Any]] = []
+            self._runs = 0
 
-        def before_run(self, run_context):
+        def before_run(self, run_context: Any) -> Any:
             self._runs += 1
             self._traced = trace and self._runs > total_steps - min(TRACE_STEPS,
                                                                     total_steps // 2)
@@ -117,7 +129,7 @@ def step_hook(total_steps, trace):
             self._start = time.time() * 1e6
             return tf.estimator.SessionRunArgs({}, options=options)
 
-        def after_run(self, run_context, run_values):
+        def after_run(self, run_context: Any, run_values: Any) -> None:
             wall = [self._start, time.time() * 1e6]
             if self._traced:
                 self.traces.append({"wall": wall, **_trace_summary(run_values.run_metadata)})
@@ -127,11 +139,11 @@ def step_hook(total_steps, trace):
     return StepHook()
 
 
-def _package_config(kind, spec):
+def _package_config(kind: str, spec: dict[str, Any]) -> Any:
     import estimator_dist
     options = dict(spec["options"])
     threads = options.pop("threads", None)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if threads:
         import tensorflow as tf
         kwargs["session_config"] = tf.compat.v1.ConfigProto(
@@ -142,13 +154,13 @@ def _package_config(kind, spec):
     return estimator_dist.make_run_config(kind, **options, **kwargs, **_quiet())
 
 
-def _quiet():
+def _quiet() -> dict[str, Any]:
     return {"model_dir": tempfile.mkdtemp(), "save_checkpoints_secs": None,
             "save_checkpoints_steps": None, "save_summary_steps": None,
             "log_step_count_steps": 10**9}
 
 
-def _config(spec):
+def _config(spec: dict[str, Any]) -> Any:
     import tensorflow as tf
     system = spec["system"]
     if system == "alone":
@@ -164,25 +176,25 @@ def _config(spec):
     return _package_config("multi_worker" if system == "package" else "parameter_server", spec)
 
 
-def run_collectives(spec):
+def run_collectives(spec: dict[str, Any]) -> None:
     """Times a lone all-reduce of each size in ``spec["sizes"]`` (float32 elements) on
     this worker; prints {size: median seconds} as one JSON line."""
     import tensorflow as tf
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     dtype = tf.dtypes.as_dtype(spec["dtype"])
-    medians = {}
+    medians: dict[int, float] = {}
     for size in spec["sizes"]:
         with strategy.scope():
             tensor = tf.Variable(tf.ones([size]))  # float32: collectives broadcast it
 
         @tf.function
-        def reduce():
+        def reduce() -> Any:
             return strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
                 tf.distribute.ReduceOp.SUM, tf.cast(tf.identity(tensor), dtype))[:1])
 
         for _ in range(5):
             reduce()
-        seconds = []
+        seconds: list[float] = []
         for _ in range(spec["steps"]):
             start = time.perf_counter()
             reduce().numpy()
@@ -191,7 +203,7 @@ def run_collectives(spec):
     print("TASK " + json.dumps(medians), flush=True)
 
 
-def run_task(spec):
+def run_task(spec: dict[str, Any]) -> None:
     """Trains one task of a case and prints its step walls and traces as one JSON line."""
     import numpy as np
     import tensorflow as tf
@@ -208,7 +220,7 @@ def run_task(spec):
     x = np.random.RandomState(0).randn(8192, spec["dim"]).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int64)
 
-    def input_fn():  # ignores input_context: each worker batches its own share
+    def input_fn() -> Any:  # ignores input_context: each worker batches its own share
         data = tf.data.Dataset.from_tensor_slices(({"x": x}, y)).cache().repeat()
         return data.batch(spec["batch"], drop_remainder=True).prefetch(2)
 
@@ -226,7 +238,7 @@ def run_task(spec):
 
 # ---- the driver -----------------------------------------------------------------------
 
-def _free_ports(count):
+def _free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:
         s.bind(("127.0.0.1", 0))
@@ -236,7 +248,7 @@ def _free_ports(count):
     return ports
 
 
-def _cluster(kind):
+def _cluster(kind: str) -> tuple[dict[str, int] | None, Tasks]:
     """(cluster dict or None, [(task type, index)]) of a case of ``kind``."""
     if kind in ("alone", "half"):
         return None, [(None, 0)]
@@ -247,7 +259,7 @@ def _cluster(kind):
     return {"worker": 2}, [("worker", 0), ("worker", 1)]
 
 
-def _environment(tf_config):
+def _environment(tf_config: dict[str, Any] | None) -> dict[str, str]:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -259,7 +271,8 @@ def _environment(tf_config):
     return env
 
 
-def run_tasks(layout, tasks, spec, timeout, script=__file__):
+def run_tasks(layout: dict[str, int] | None, tasks: Tasks, spec: dict[str, Any], timeout: float,
+              script: str = __file__) -> list[dict[str, Any]]:
     """Starts ``tasks`` of the cluster ``layout`` (None: one process, no TF_CONFIG), each
     training task pinned to the next core (a ps task on every core), each running
     ``script --task SPEC``, and returns the JSON records the training tasks print, chief
@@ -267,7 +280,7 @@ def run_tasks(layout, tasks, spec, timeout, script=__file__):
     ports = iter(_free_ports(sum(layout.values()) if layout else 0))
     cluster = {kind: [f"127.0.0.1:{next(ports)}" for _ in range(n)]
                for kind, n in (layout or {}).items()}
-    cores = os.cpu_count()
+    cores = os.cpu_count() or 1
     processes = []
     try:
         for number, (kind, index) in enumerate(tasks):
@@ -295,7 +308,7 @@ def run_tasks(layout, tasks, spec, timeout, script=__file__):
                 process.wait()
 
 
-def run_case(case, args, global_batch):
+def run_case(case: Case, args: argparse.Namespace, global_batch: int) -> dict[str, Any]:
     """Runs ``case`` (name, kind, options) once and returns the chief's record (plus the
     other worker's traces under "peer_traces")."""
     _, kind, options = case
@@ -307,7 +320,8 @@ def run_case(case, args, global_batch):
     return {**records[0], "peer_traces": [r["traces"] for r in records[1:]]}
 
 
-def measure_collectives(args, sizes, dtype="float32"):
+def measure_collectives(args: argparse.Namespace, sizes: Sequence[int],
+                        dtype: str = "float32") -> dict[int, float]:
     """{elements: median seconds} of a lone all-reduce between two pinned workers (the
     slower worker's median)."""
     spec = {"system": "collectives", "sizes": sizes, "steps": args.steps, "dtype": dtype}
@@ -315,17 +329,17 @@ def measure_collectives(args, sizes, dtype="float32"):
     return {int(size): max(r[size] for r in records) for size in records[0]}
 
 
-def step_seconds(record, warmup):
+def step_seconds(record: dict[str, Any], warmup: int) -> float:
     """Median seconds per step of the record's ``Session.run``s after ``warmup`` steps."""
     per_run = record["steps_per_run"]
     walls = record["walls"][warmup // per_run:] or record["walls"]
     return statistics.median((end - start) / 1e6 / per_run for start, end in walls)
 
 
-def breakdown(record):
+def breakdown(record: dict[str, Any]) -> dict[str, float]:
     """Median ms per traced ``Session.run``: compute, all-reduce, waiting, host (see the
     docstring)."""
-    parts = {"compute": [], "all-reduce": [], "waiting": [], "host": []}
+    parts: dict[str, list[float]] = {"compute": [], "all-reduce": [], "waiting": [], "host": []}
     peers = record["peer_traces"][0] if record["peer_traces"] else []
     for i, trace in enumerate(record["traces"]):
         wall = trace["wall"][1] - trace["wall"][0]
@@ -346,9 +360,9 @@ def breakdown(record):
     return {name: statistics.median(v) / 1000 for name, v in parts.items() if v}
 
 
-def _options(flag, text, types):
+def _options(flag: str, text: str, types: Mapping[str, Callable[[str], Any]]) -> dict[str, Any]:
     """``NAME=VALUE,...`` of ``flag`` as a dict, each value of its name's type."""
-    options = {}
+    options: dict[str, Any] = {}
     for item in filter(None, text.split(",")):
         name, _, value = item.partition("=")
         if name not in types:
@@ -357,9 +371,10 @@ def _options(flag, text, types):
     return options
 
 
-def _cases(args):
+def _cases(args: argparse.Namespace) -> list[Case]:
     """[(name, kind, options)] in the order they run within a round."""
-    cases = [(KINDS[kind], kind, {}) for kind in KINDS if kind in args.kinds or kind == "alone"]
+    cases: list[Case] = [(KINDS[kind], kind, {}) for kind in KINDS
+                         if kind in args.kinds or kind == "alone"]
     for kind, flag, variants, types in (
             ("plain", "--plain-variants", args.plain_variants, _PLAIN_OPTION_TYPES),
             ("package", "--package-variants", args.package_variants, _PACKAGE_OPTION_TYPES)):
@@ -368,7 +383,8 @@ def _cases(args):
     return cases
 
 
-def _print_batch(global_batch, results, args):
+def _print_batch(global_batch: int, results: Mapping[str, Sequence[dict[str, Any]]],
+                 args: argparse.Namespace) -> None:
     print(f"global batch {global_batch}: median step time and examples/s over "
           f"{args.rounds} rounds; x = median per-round ratio of examples/s to {BASELINE}")
     base = [step_seconds(r, args.warmup) for r in results[BASELINE]]
@@ -388,7 +404,7 @@ def _print_batch(global_batch, results, args):
             print(f"    {case} traced step (ms): {line}", flush=True)
 
 
-def _print_collectives(args, params):
+def _print_collectives(args: argparse.Namespace, params: int) -> None:
     """Prints a lone all-reduce's median time by size, and the latency and bandwidth of a
     least-squares line through them (the constants of the ring model in
     docs/benchmarks.md)."""
@@ -410,7 +426,7 @@ def _print_collectives(args, params):
     print(f"  fit: {latency * 1000:.2f} ms + bytes / {1 / slope / 1e6:,.0f} MB/s", flush=True)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=200)
@@ -446,9 +462,9 @@ def main(argv=None):
                                            [*args.hidden_units, 2]))
     print(f"dense {args.dim} -> {args.hidden_units} -> 2 ({params:,} parameters), "
           f"{args.steps} steps per case, first {args.warmup} left out", flush=True)
-    gflops = []
+    gflops: list[float] = []
     for global_batch in args.batch:
-        results = {case[0]: [] for case in cases}
+        results: dict[str, list[dict[str, Any]]] = {case[0]: [] for case in cases}
         for round_index in range(args.rounds):
             gflops.append(_timing.sgemm_gflops(repeats=2))
             for case in cases:

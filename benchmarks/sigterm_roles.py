@@ -11,6 +11,8 @@ this checkout and the other one (e.g. the code before a change). Prints each tas
 code and seconds per round, and the medians; a task still running at the limit counts as
 the limit.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import signal
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Mapping, Union
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)
@@ -28,13 +31,15 @@ from estimator_dist.supervisor.tasks import free_ports  # noqa: E402
 
 _TASKS = [("chief", 0), ("worker", 0), ("ps", 0), ("evaluator", 0)]
 _POLL_SECONDS = 0.1
+# Task name -> (exit code, or "running" at the limit; seconds from SIGTERM to the exit).
+ExitTimes = dict[str, tuple[Union[int, str], float]]
 
 
-def _start(checkout, model_dir):
+def _start(checkout: str, model_dir: str) -> dict[str, subprocess.Popen[bytes]]:
     spec, _ = cluster.local_cluster(free_ports(3), 2, num_ps=1, evaluator=True)
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     env["PYTHONPATH"] = checkout
-    processes = {}
+    processes: dict[str, subprocess.Popen[bytes]] = {}
     for task_type, index in _TASKS:
         task_env = dict(env, TF_CONFIG=cluster.TFConfig(spec, task_type, index).to_json())
         processes[f"{task_type} {index}"] = subprocess.Popen(
@@ -45,12 +50,12 @@ def _start(checkout, model_dir):
     return processes
 
 
-def _exit_times(processes, limit):
+def _exit_times(processes: Mapping[str, subprocess.Popen[bytes]], limit: int) -> ExitTimes:
     """Seconds from SIGTERM to each process's exit (``limit`` if still running then)."""
     for process in processes.values():
         process.send_signal(signal.SIGTERM)
     sent = time.monotonic()
-    ended = {}
+    ended: ExitTimes = {}
     while len(ended) < len(processes) and time.monotonic() - sent < limit:
         for name, process in processes.items():
             if name not in ended and process.poll() is not None:
@@ -59,7 +64,7 @@ def _exit_times(processes, limit):
     return {name: ended.get(name, ("running", float(limit))) for name in processes}
 
 
-def _round(checkout, settle, limit):
+def _round(checkout: str, settle: float, limit: int) -> ExitTimes:
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = os.path.join(scratch, "model")
         processes = _start(checkout, model_dir)
@@ -80,7 +85,7 @@ def _round(checkout, settle, limit):
                 process.wait()
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--against", metavar="CHECKOUT",
@@ -91,7 +96,7 @@ def main(argv=None):
                         help="seconds to wait for the tasks to exit (default: 60)")
     args = parser.parse_args(argv)
     checkouts = [_REPO] + ([os.path.abspath(args.against)] if args.against else [])
-    times = {checkout: [] for checkout in checkouts}
+    times: dict[str, list[ExitTimes]] = {checkout: [] for checkout in checkouts}
     for round_index in range(args.rounds):
         for checkout in checkouts:
             result = _round(checkout, args.settle, args.limit)

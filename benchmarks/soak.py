@@ -18,6 +18,8 @@ steps/s falls by more than 20 % (the last quarter against the second quarter, ea
 the steps it gained). Events files grow with every summary by design: their rate is
 printed, not judged.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Iterator, Mapping, Sequence
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TRAIN = [sys.executable, "-m", "estimator_dist.train", "--no-export",
@@ -60,11 +63,14 @@ GROWTH_LIMITS = {"threads": 20, "rss_mib": 100, "fds": 20, "dir_mib": 50}
 # started pool adds once is no growth, however short the run.
 MIN_GROWTH = {"threads": 10, "rss_mib": 32, "fds": 10, "dir_mib": 8}
 MAX_SLOWDOWN = 0.2
+# One sample: its time "t" (seconds from the start) and what was measured then.
+Sample = dict[str, float]
 
 
-def descendants(pid):
+def descendants(pid: int) -> list[int]:
     """``pid`` and every process below it."""
-    found, todo = [], [pid]
+    found: list[int] = []
+    todo = [pid]
     while todo:
         current = todo.pop()
         found.append(current)
@@ -77,14 +83,14 @@ def descendants(pid):
     return found
 
 
-def _listdir(path):
+def _listdir(path: str) -> list[str]:
     try:
         return os.listdir(path)
     except OSError:
         return []
 
 
-def task_name(pid):
+def task_name(pid: int) -> str | None:
     """"worker 1" (from its TF_CONFIG), or its program's name, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
@@ -104,7 +110,7 @@ def task_name(pid):
     return os.path.basename(argv[0].decode())
 
 
-def sample_process(pid):
+def sample_process(pid: int) -> Sample | None:
     """{"threads", "rss_mib", "fds"} of ``pid``, or None when it is gone."""
     try:
         threads = len(os.listdir(f"/proc/{pid}/task"))
@@ -120,12 +126,12 @@ class EventSteps:
     """The global step of the newest training event in a model dir, read incrementally
     (it goes back when training restores an older checkpoint)."""
 
-    def __init__(self, model_dir):
+    def __init__(self, model_dir: str) -> None:
         self._model_dir = model_dir
-        self._offsets = {}
-        self._last = {}  # Events file -> the step of its last event.
+        self._offsets: dict[str, int] = {}
+        self._last: dict[str, int] = {}  # Events file -> the step of its last event.
 
-    def read(self):
+    def read(self) -> int:
         # TensorFlow's own copy of the proto: 2.16+ no longer installs tensorboard.
         from tensorflow.core.util import event_pb2
         for root, _, files in os.walk(self._model_dir):
@@ -139,7 +145,7 @@ class EventSteps:
         # Events files are named by their creation time: the last name is the newest.
         return self._last[max(self._last, key=os.path.basename)] if self._last else 0
 
-    def _records(self, path):
+    def _records(self, path: str) -> Iterator[bytes]:
         with open(path, "rb") as f:
             f.seek(self._offsets.get(path, 0))
             while True:
@@ -154,7 +160,7 @@ class EventSteps:
                 yield data[:length]
 
 
-def dir_sizes(model_dir):
+def dir_sizes(model_dir: str) -> tuple[float, float]:
     """(MiB without events files, MiB of events files) under ``model_dir``."""
     rest = events = 0
     for root, _, files in os.walk(model_dir):
@@ -170,7 +176,7 @@ def dir_sizes(model_dir):
     return rest / 2**20, events / 2**20
 
 
-def slope_per_hour(times, values):
+def slope_per_hour(times: Sequence[float], values: Sequence[float]) -> float:
     """The least-squares slope of ``values`` over ``times`` (seconds), per hour."""
     mean_t, mean_v = statistics.fmean(times), statistics.fmean(values)
     spread = sum((t - mean_t) ** 2 for t in times)
@@ -179,7 +185,8 @@ def slope_per_hour(times, values):
     return 3600 * sum((t - mean_t) * (v - mean_v) for t, v in zip(times, values)) / spread
 
 
-def run_case(name, command, seconds, interval, work_dir, max_threads=None):
+def run_case(name: str, command: list[str], seconds: float, interval: float, work_dir: str,
+             max_threads: int | None = None) -> dict[str, Any]:
     """Runs one case for ``seconds`` (less when a task passes ``max_threads``); returns
     {"tasks": {task: [samples]}, "dir": [...], "ended": exit code or None, "log": path}."""
     model_dir = os.path.join(work_dir, name.replace(" ", "_"))
@@ -188,9 +195,11 @@ def run_case(name, command, seconds, interval, work_dir, max_threads=None):
     with open(model_dir + ".log", "w", encoding="utf-8") as log:
         process = subprocess.Popen(command + ["--model-dir", model_dir], cwd=_REPO, env=env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    tasks, directory, steps = {}, [], EventSteps(model_dir)
+    tasks: dict[str, list[Sample]] = {}
+    directory: list[Sample] = []
+    steps = EventSteps(model_dir)
     start = time.monotonic()
-    most = 0
+    most: float = 0
     try:
         while (time.monotonic() - start < seconds and process.poll() is None
                and (max_threads is None or most < max_threads)):
@@ -211,13 +220,13 @@ def run_case(name, command, seconds, interval, work_dir, max_threads=None):
             "log_tail": _tail(model_dir + ".log") if ended is not None else []}
 
 
-def _tail(path, lines=30):
+def _tail(path: str, lines: int = 30) -> list[str]:
     """The last ``lines`` lines of the file ``path``."""
     with open(path, encoding="utf-8", errors="replace") as f:
         return f.read().splitlines()[-lines:]
 
 
-def _stop(process):
+def _stop(process: subprocess.Popen[bytes]) -> None:
     for signum, wait in ((signal.SIGTERM, 60), (signal.SIGKILL, 10)):
         try:
             os.killpg(process.pid, signum)
@@ -230,40 +239,41 @@ def _stop(process):
             pass
 
 
-def _training_start(directory):
+def _training_start(directory: Sequence[Sample]) -> float:
     """When the first step showed in the events (the start-up before it is not judged)."""
     return next((s["t"] for s in directory if s["step"]), directory[-1]["t"] if directory else 0)
 
 
-def _second_half(samples, start):
+def _second_half(samples: Sequence[Sample], start: float) -> list[Sample]:
     """The samples of the second half of the time from ``start`` on."""
     end = samples[-1]["t"] if samples else 0
     return [s for s in samples if s["t"] >= (start + end) / 2]
 
 
-def _rate(samples):
+def _rate(samples: Sequence[Sample]) -> float:
     """Steps/s from the first to the last of ``samples``."""
     if len(samples) < 2 or samples[-1]["t"] <= samples[0]["t"]:
         return 0.0
     return (samples[-1]["step"] - samples[0]["step"]) / (samples[-1]["t"] - samples[0]["t"])
 
 
-def _half_slope(half, key):
+def _half_slope(half: Sequence[Sample], key: str) -> float:
     """The slope per hour of ``key`` over the samples ``half`` (0 for too few samples)."""
     if len(half) < 3:
         return 0.0
     return slope_per_hour([s["t"] for s in half], [s[key] for s in half])
 
 
-def _grows(key, slope, half):
+def _grows(key: str, slope: float, half: Sequence[Sample]) -> bool:
     """Whether ``slope`` (per hour) over the samples ``half`` is growth without bound."""
     span = (half[-1]["t"] - half[0]["t"]) / 3600 if half else 0.0
     return slope > GROWTH_LIMITS[key] and slope * span > MIN_GROWTH[key]
 
 
-def _steps_back(directory):
+def _steps_back(directory: Sequence[Sample]) -> list[str]:
     """A line for each time the global step went back (training restored a checkpoint)."""
-    lines, before = [], 0
+    lines: list[str] = []
+    before: float = 0
     for sample in directory:
         if sample["step"] < before:
             lines.append(f"the global step went back from {before:,} to {sample['step']:,} "
@@ -272,20 +282,22 @@ def _steps_back(directory):
     return lines
 
 
-def most_threads(result):
+def most_threads(result: dict[str, Any]) -> int:
     """The most threads any task of ``result`` had in a sample."""
     return max((s["threads"] for samples in result["tasks"].values() for s in samples),
                default=0)
 
 
-def judge(result, max_threads=None):
+def judge(result: dict[str, Any],
+          max_threads: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """(rows, faults): one row per task and one for the model dir; faults as lines."""
-    rows, faults = [], []
+    rows: list[dict[str, Any]] = []
+    faults: list[str] = []
     directory = result["dir"]
     start = _training_start(directory)
     for task, samples in sorted(result["tasks"].items()):
         half = _second_half(samples, start)
-        row = {"task": task, "samples": len(samples)}
+        row: dict[str, Any] = {"task": task, "samples": len(samples)}
         for key, limit in GROWTH_LIMITS.items():
             if key == "dir_mib":
                 continue
@@ -322,7 +334,8 @@ def judge(result, max_threads=None):
     return rows, faults
 
 
-def print_case(name, seconds, rows, faults):
+def print_case(name: str, seconds: int, rows: Sequence[dict[str, Any]],
+               faults: Sequence[str]) -> None:
     print(f"\n{name}: {seconds} s, {'FLAT' if not faults else 'GROWS'}")
     print(f"  {'task':<22} {'threads first/last/max, /h':>28} {'RSS MiB first/last/max, /h':>30}"
           f" {'fds first/last/max, /h':>24}")
@@ -341,7 +354,7 @@ def print_case(name, seconds, rows, faults):
         print(f"  FAULT: {fault}")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=600, help="per case (default 600)")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples")
@@ -358,7 +371,7 @@ def main(argv=None):
     if args.from_json:
         with open(args.from_json, encoding="utf-8") as f:
             return report(json.load(f), args)
-    everything = {}
+    everything: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="soak-") as temporary:
         work_dir = args.work_dir or temporary
         os.makedirs(work_dir, exist_ok=True)
@@ -372,7 +385,8 @@ def main(argv=None):
     return report(everything, args, quiet=True)
 
 
-def report(results, args, quiet=False):
+def report(results: Mapping[str, dict[str, Any]], args: argparse.Namespace,
+           quiet: bool = False) -> int:
     """Judges each case of ``results``, prints it unless ``quiet``; returns the exit code."""
     failed = False
     for name, result in results.items():

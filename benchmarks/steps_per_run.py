@@ -9,8 +9,11 @@ The model_fn is what a legacy user writes: ``tf.layers`` dense 64 -> 256 -> 256 
 ``--v1-behavior`` calls ``tf.compat.v1.disable_v2_behavior()`` first, as most legacy
 scripts do.
 """
+from __future__ import annotations
+
 import argparse
 import sys
+from typing import Callable
 
 if "--v1-behavior" in sys.argv:
     import tensorflow as tf
@@ -22,7 +25,7 @@ import estimator_dist  # noqa: E402
 BATCH = 128
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2000)
@@ -33,7 +36,7 @@ def main(argv=None):
     _timing.print_header()
     input_fn = _timing.blobs_input_fn([64], BATCH)
     params = {"hidden_units": args.hidden_units}
-    systems = {}
+    systems: dict[str, Callable[..., float]] = {}  # Each takes its estimator as a default.
     for k in args.steps_per_run:
         estimator = estimator_dist.make_estimator(
             _timing.plain_mlp_model_fn, _timing.quiet_config(), params, steps_per_run=k)

@@ -11,6 +11,8 @@ current/2.15 ratios. Each end's sgemm (2048³ float32 matmul, the compute ceilin
 measured in the same rounds, so a ratio far from 1 can be read against the ceiling's.
 The two Pythons need estimator-dist's dependencies; this checkout is put on their path.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import re
@@ -18,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Sequence
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RATE = re.compile(r"^(?:\[worker 0\] )?training +\d+ steps in [\d.]+ s: ([\d,]+) examples/s",
@@ -46,7 +49,7 @@ CASES = {
 }
 
 
-def _run(python, args, timeout=900):
+def _run(python: str, args: Sequence[str], timeout: float = 900) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "PYTHONPATH")}
     env["PYTHONPATH"] = _ROOT
     result = subprocess.run([python, *args], capture_output=True, text=True, env=env,
@@ -57,7 +60,7 @@ def _run(python, args, timeout=900):
     return result.stdout
 
 
-def case_rate(python, name, scale):
+def case_rate(python: str, name: str, scale: float) -> float:
     """examples/s of case ``name`` run by ``python``."""
     flags, steps, workers = CASES[name]
     with tempfile.TemporaryDirectory() as model_dir:
@@ -67,18 +70,26 @@ def case_rate(python, name, scale):
             train = ["-m", "estimator_dist.launch", "--workers", str(workers), "--timeout",
                      "600", "--", python, *train]
         out = _run(python, train)
-    return float(_RATE.search(out)[1].replace(",", ""))
+    match = _RATE.search(out)
+    if match is None:
+        raise RuntimeError(f"{python}: no training rate in the output of {name!r}:\n"
+                           f"{out[-1500:]}")
+    return float(match[1].replace(",", ""))
 
 
-def sgemm(python):
-    return float(re.search(r"^GFLOPS ([\d.]+)$", _run(python, ["-c", _SGEMM]), re.M)[1])
+def sgemm(python: str) -> float:
+    out = _run(python, ["-c", _SGEMM])
+    match = re.search(r"^GFLOPS ([\d.]+)$", out, re.M)
+    if match is None:
+        raise RuntimeError(f"{python}: no GFLOPS line in the sgemm output:\n{out[-1500:]}")
+    return float(match[1])
 
 
-def _release(python):
+def _release(python: str) -> str:
     return _run(python, ["-c", "import tensorflow as tf; print(tf.__version__)"]).split()[-1]
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pythons", nargs=2, required=True, metavar=("LEGACY", "CURRENT"),
                         help="the Python of TensorFlow 2.15, then of current TensorFlow")
@@ -89,7 +100,8 @@ def main(argv=None):
     releases = [_release(python) for python in args.pythons]
     print(f"TensorFlow {releases[0]} vs {releases[1]}; {args.rounds} rounds, alternating; "
           f"command: {' '.join(sys.argv)}")
-    rates = {name: ([], []) for name in ["sgemm"] + args.cases}
+    rates: dict[str, tuple[list[float], list[float]]] = {
+        name: ([], []) for name in ["sgemm"] + args.cases}
     for _ in range(args.rounds):
         for name in ["sgemm"] + args.cases:
             for end, python in enumerate(args.pythons):

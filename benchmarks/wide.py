@@ -32,6 +32,8 @@ baseline. Bytes per step are what the chief's process sent and received over its
 connections (``ss``'s counters) between the end of the warm-up and the end, over the
 steps in between.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -41,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Any, Union
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scaling  # noqa: E402  (its task launcher and step timing)
@@ -51,16 +54,18 @@ CASES = {"alone": "1 process", "plain": "1 process, plain TF",
          "half": "1 process, half batch", "dense": "2 workers, dense",
          "rows": "2 workers, rows", "ps": "parameter_server, 2 workers + 1 ps"}
 BASELINE = CASES["alone"]
-LAYOUTS = {"alone": (None, [(None, 0)]), "plain": (None, [(None, 0)]),
-           "half": (None, [(None, 0)]),
-           "dense": ({"worker": 2}, [("worker", 0), ("worker", 1)]),
-           "rows": ({"worker": 2}, [("worker", 0), ("worker", 1)]),
-           "ps": ({"chief": 1, "worker": 1, "ps": 1}, [("ps", 0), ("chief", 0), ("worker", 0)])}
+# kind -> (cluster layout or None, [(task type, index)]), as scaling.run_tasks takes them.
+Layout = tuple[Union[dict[str, int], None], scaling.Tasks]
+LAYOUTS: dict[str, Layout] = {
+    "alone": (None, [(None, 0)]), "plain": (None, [(None, 0)]), "half": (None, [(None, 0)]),
+    "dense": ({"worker": 2}, [("worker", 0), ("worker", 1)]),
+    "rows": ({"worker": 2}, [("worker", 0), ("worker", 1)]),
+    "ps": ({"chief": 1, "worker": 1, "ps": 1}, [("ps", 0), ("chief", 0), ("worker", 0)])}
 
 
 # ---- one task: runs in a child process ------------------------------------------------
 
-def tcp_bytes():
+def tcp_bytes() -> int | None:
     """Bytes this process has sent and received over its TCP connections (``ss``), or
     None where ``ss`` gives none."""
     try:
@@ -79,7 +84,7 @@ def tcp_bytes():
     return total if found else None
 
 
-def _model(spec, config):
+def _model(spec: dict[str, Any], config: Any) -> Any:
     import tensorflow as tf
     columns = tf.feature_column
     crossed = columns.crossed_column(["a", "b"], hash_bucket_size=spec["buckets"])
@@ -90,10 +95,10 @@ def _model(spec, config):
         dnn_hidden_units=[64, 32], config=config)
 
 
-def _config(spec):
+def _config(spec: dict[str, Any]) -> Any:
     import estimator_dist
     import tensorflow as tf
-    quiet = {"model_dir": spec["model_dir"], "save_checkpoints_secs": None,
+    quiet: dict[str, Any] = {"model_dir": spec["model_dir"], "save_checkpoints_secs": None,
              "save_checkpoints_steps": None, "save_summary_steps": None,
              "log_step_count_steps": 10**9}
     system = spec["system"]
@@ -107,7 +112,7 @@ def _config(spec):
         "multi_worker", sparse_gradients="dense" if system == "dense" else "auto", **quiet)
 
 
-def run_task(spec):
+def run_task(spec: dict[str, Any]) -> None:
     """Trains one task of a case; prints its step walls and bytes as one JSON line."""
     import numpy as np
     import tensorflow as tf
@@ -121,7 +126,7 @@ def run_task(spec):
                 "c": rng.integers(0, spec["vocab"], (size, 1))}
     labels = ((features["a"] + features["c"]) % 2).astype(np.int64)
 
-    def input_fn():  # ignores input_context: each worker batches its own share
+    def input_fn() -> Any:  # ignores input_context: each worker batches its own share
         data = tf.data.Dataset.from_tensor_slices((features, labels)).cache().repeat()
         return data.batch(spec["batch"], drop_remainder=True).prefetch(2)
 
@@ -138,35 +143,41 @@ def run_task(spec):
                                 "bytes_per_step": counted.per_step()}), flush=True)
 
 
-def _byte_hook(warmup):
+def _byte_hook(warmup: int) -> Any:
     """A hook counting this process's TCP bytes between its ``warmup``-th run and its
     last; ``per_step()`` gives them per run."""
     import tensorflow as tf
 
     class ByteHook(tf.estimator.SessionRunHook):
-        def __init__(self):
-            self._runs, self._start, self._end = 0, None, None
+        def __init__(self) -> None:
+            self._runs = 0
+            # (runs, TCP bytes) at the end of the warm-up, and at the end.
+            self._start: tuple[int, int | None] | None = None
+            self._end: tuple[int, int | None] | None = None
 
-        def after_run(self, run_context, run_values):
+        def after_run(self, run_context: Any, run_values: Any) -> None:
             self._runs += 1
             if self._runs == warmup:
                 self._start = (self._runs, tcp_bytes())
 
-        def end(self, session):
+        def end(self, session: Any) -> None:
             self._end = (self._runs, tcp_bytes())
 
-        def per_step(self):
-            if not self._start or not self._end or None in (self._start[1], self._end[1]):
+        def per_step(self) -> float | None:
+            if not self._start or not self._end:
                 return None
-            steps = self._end[0] - self._start[0]
-            return (self._end[1] - self._start[1]) / steps if steps > 0 else None
+            (start_runs, start_bytes), (end_runs, end_bytes) = self._start, self._end
+            if start_bytes is None or end_bytes is None:
+                return None
+            steps = end_runs - start_runs
+            return (end_bytes - start_bytes) / steps if steps > 0 else None
 
     return ByteHook()
 
 
 # ---- the driver -----------------------------------------------------------------------
 
-def run_case(kind, args, work_dir):
+def run_case(kind: str, args: argparse.Namespace, work_dir: str) -> dict[str, Any]:
     spec = {"system": kind,
             "batch": args.batch if kind in ("alone", "plain") else args.batch // 2,
             "steps": args.steps, "warmup": args.warmup, "buckets": args.buckets,
@@ -175,7 +186,7 @@ def run_case(kind, args, work_dir):
                               script=__file__)[0]
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=200)
@@ -200,8 +211,8 @@ def main(argv=None):
           f"global batch {args.batch}, {args.steps} steps per case, first {args.warmup} "
           f"left out; load average {os.getloadavg()[0]:.1f}", flush=True)
     kinds = [k for k in CASES if k in args.cases or k == "alone"]
-    results = {kind: [] for kind in kinds}
-    gflops = []
+    results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    gflops: list[float] = []
     for round_index in range(args.rounds):
         gflops.append(_timing.sgemm_gflops(repeats=2))
         for kind in kinds:

@@ -1,6 +1,6 @@
 """The tree passes the lint configuration of pyproject.toml (ruff: pycodestyle, pyflakes),
-the packages pass its type check (mypy), and every public function of the packages says
-its types."""
+the packages and the benchmark scripts pass its type check (mypy), and every public
+function of them says its types."""
 import ast
 import os
 import pathlib
@@ -10,7 +10,8 @@ import sys
 
 from tests.support import REPO_ROOT
 
-_PACKAGES = ("estimator_dist", "model_fns", "input_fns")
+# What pyproject.toml's [tool.mypy] files names: the packages and the benchmark scripts.
+_TYPED = ("estimator_dist", "model_fns", "input_fns", "benchmarks")
 
 
 def test_ruff_finds_nothing():
@@ -23,7 +24,7 @@ def test_ruff_finds_nothing():
 
 
 def test_mypy_finds_nothing(tmp_path):
-    """mypy as pyproject.toml configures it (the packages it names, every function typed),
+    """mypy as pyproject.toml configures it (the directories it names, every function typed),
     with a fresh cache, against the TensorFlow and numpy installed here."""
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy")],
@@ -69,10 +70,10 @@ def _unannotated(source):
 
 
 def _public_modules():
-    """The modules of the packages without a leading underscore in their path (a
+    """The modules of the typed directories without a leading underscore in their path (a
     package's ``__init__.py`` is its public face)."""
     root = pathlib.Path(REPO_ROOT)
-    for package in _PACKAGES:
+    for package in _TYPED:
         for path in sorted((root / package).rglob("*.py")):
             parts = path.relative_to(root).parts
             if not any(part.startswith("_") for part in parts[:-1] + (path.stem,)
@@ -89,8 +90,16 @@ def test_public_functions_are_annotated():
 def test_public_modules_leave_out_the_private_ones():
     modules = {str(path.relative_to(REPO_ROOT)) for path in _public_modules()}
     assert {"estimator_dist/__init__.py", "estimator_dist/plan.py",
-            "model_fns/lstm.py"} <= modules
-    assert not modules & {"model_fns/_heads.py", "estimator_dist/conversion/_keras_models.py"}
+            "model_fns/lstm.py", "benchmarks/scaling.py"} <= modules
+    assert not modules & {"model_fns/_heads.py", "estimator_dist/conversion/_keras_models.py",
+                          "benchmarks/_timing.py"}
+
+
+def test_typed_directories_are_what_mypy_checks():
+    text = (pathlib.Path(REPO_ROOT) / "pyproject.toml").read_text(encoding="utf-8")
+    files = next(line for line in text.splitlines() if line.startswith("files = "))
+    assert ast.literal_eval(files.partition("=")[2].strip()) == list(_TYPED)
+
 
 
 def test_unannotated_names_what_leaves_a_type_out():

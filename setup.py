@@ -43,8 +43,8 @@ setup(
     ],
     extras_require={
         "report": ["matplotlib>=3.5"],
-        "test": ["pytest>=7", "pytest-timeout>=2.1", "matplotlib>=3.5", "pandas>=1.3,<3",
-                 "ruff>=0.5", "mypy>=1.10"],
+        "test": ["pytest>=7", "pytest-timeout>=2.1", "pytest-xdist>=3.5", "matplotlib>=3.5",
+                 "pandas>=1.3,<3", "ruff>=0.5", "mypy>=1.10"],
     },
     entry_points={
         "console_scripts": [

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # TF1 behaviour, as legacy scripts set it: tests/conftest.py reads this variable before
@@ -121,9 +123,15 @@ def run_pythons(args_list, *, timeout, env=None):
             for process, (out, err) in zip(processes, results)]
 
 
+# Under ``pytest -n N`` the tests that share runs (``selected_values``, ``run_together``)
+# carry this mark, so that one worker runs them and their runs once.
+SHARED_RUNS = pytest.mark.xdist_group("shared_runs")
+
+
 def selected_values(request, name):
     """The values of parameter ``name`` of the tests of this test function, other
-    parameters as in this test, that this session runs (this test's value among them)."""
+    parameters as in this test, that this session runs (this test's value among them).
+    Such tests carry ``SHARED_RUNS``."""
     mine = request.node.callspec.params
     values = []
     for item in request.session.items:
@@ -149,6 +157,17 @@ def run_together(args_by_key, key, *, timeout, env=None):
                                                timeout=timeout, env=env)):
             _TOGETHER[k] = result
     return _TOGETHER[key]
+
+
+def tf1_behaviour_runs(test_file, module_globals, *, per_run):
+    """The test functions defined so far in the module of ``test_file`` (its
+    ``globals()``), ``per_run`` to a process under TF1 behaviour: pytest parameters of node
+    ids for ``assert_passes_under_tf1_behaviour``, so that ``pytest -n N`` spreads them."""
+    names = [name for name, value in module_globals.items()
+             if name.startswith("test_") and callable(value)]
+    return [pytest.param([f"{test_file}::{name}" for name in names[i:i + per_run]],
+                         id=f"part{i // per_run + 1}")
+            for i in range(0, len(names), per_run)]
 
 
 def assert_passes_under_tf1_behaviour(test_file, *pytest_args, timeout):

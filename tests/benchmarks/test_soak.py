@@ -12,6 +12,7 @@ SECONDS = 120
 MAX_THREADS = 1000
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 @pytest.mark.both_ends

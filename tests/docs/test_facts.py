@@ -13,6 +13,9 @@ import pytest
 from tests import markdown_blocks
 from tests.support import REPO_ROOT
 
+# The page's blocks run in order in one Runner (a module fixture): one worker runs them.
+pytestmark = pytest.mark.xdist_group("facts")
+
 _PAGE = os.path.join(REPO_ROOT, "docs", "facts.md")
 
 

@@ -19,6 +19,9 @@ from estimator_dist.conversion import checkpoint_mapping
 from tests import markdown_blocks
 from tests.support import REPO_ROOT
 
+# The guide's blocks run in order in one Runner (a module fixture): one worker runs them.
+pytestmark = pytest.mark.xdist_group("guide")
+
 _GUIDE = os.path.join(REPO_ROOT, "docs", "migration.md")
 _TOLERANCE = 1e-5
 _PAIR = ["Estimator:", "TF2:"]

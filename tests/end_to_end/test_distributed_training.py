@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import estimator_dist
 from estimator_dist.distribute.input_checks import GlobalBatchWarning
-from tests.support import assert_passes_under_tf1_behaviour
+from tests.support import assert_passes_under_tf1_behaviour, tf1_behaviour_runs
 from tests.programs import tf1_models
 
 pytestmark = pytest.mark.slow
@@ -166,8 +166,8 @@ def test_session_config_without_device_count_drops_replicas(model_dir):
         estimator.train(tf1_models.context_input_fn(x, y, 16), max_steps=2)
 
 
-@pytest.mark.timeout(1200)
-def test_module_under_tf1_behaviour():
-    """Every test above again, under TF1 behaviour."""
-    assert_passes_under_tf1_behaviour(__file__, "-k", "not test_module_under_tf1_behaviour",
-                                      timeout=1100)
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("tests", tf1_behaviour_runs(__file__, globals(), per_run=3))
+def test_module_under_tf1_behaviour(tests):
+    """Every test above again, under TF1 behaviour (three to a process)."""
+    assert_passes_under_tf1_behaviour(*tests, timeout=540)

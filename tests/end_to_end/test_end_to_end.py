@@ -119,6 +119,7 @@ def _job(model_dir, max_steps, how, *extra):
             str(max_steps), how, *extra]
 
 
+@pytest.mark.alone
 def test_multi_worker_train_and_evaluate_two_workers(model_dir):
     results = run_workers([_job(model_dir, 100, "train_and_evaluate")] * 2, free_ports(2), 240)
     for stdout, stderr, code in results:
@@ -127,6 +128,7 @@ def test_multi_worker_train_and_evaluate_two_workers(model_dir):
     assert os.path.exists(os.path.join(model_dir, "model.ckpt-100.index"))
 
 
+@pytest.mark.alone
 def test_multi_worker_all_reduce_in_bfloat16_packs_trains_like_float32(tmp_path):
     """all_reduce_dtype="bfloat16" with a pack per variable: the same weights as float32's
     one pack, to bfloat16's precision."""
@@ -178,6 +180,7 @@ def _kill_peer_after_step_50(model_dir, tmp_path, *options):
     return workers[0], paths[0]
 
 
+@pytest.mark.alone
 def test_multi_worker_dead_peer_fails_instead_of_hanging(model_dir, tmp_path):
     survivor, log = _kill_peer_after_step_50(model_dir, tmp_path)
     try:

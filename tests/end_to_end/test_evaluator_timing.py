@@ -11,7 +11,7 @@ from estimator_dist.job import events
 from tests.support import REPO_ROOT
 from tests.programs import legacy_train_and_evaluate as legacy
 
-pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
+pytestmark = [pytest.mark.slow, pytest.mark.multi_process, pytest.mark.alone]
 
 _AFTER_LAST_CHECKPOINT_SECONDS = 60
 

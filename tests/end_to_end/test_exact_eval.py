@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from estimator_dist.job import events
-from tests.support import run_together, selected_values
+from tests.support import SHARED_RUNS, run_together, selected_values
 from tests.programs.exact_eval_job import CLUSTER_STEPS, NUM_EXAMPLES
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
@@ -32,6 +32,7 @@ def _counts(request, tmp_path_factory, behaviour, input_kind, wiring):
     return [int(n) for n in line.split()[1:]]
 
 
+@SHARED_RUNS
 @pytest.mark.parametrize("input_kind", ["legacy", "context"])
 @pytest.mark.parametrize("behaviour", _BEHAVIOURS)
 def test_mirrored_evaluate_counts_every_example_each_time(request, tmp_path_factory,

@@ -22,7 +22,8 @@ from estimator_dist.errors import UsageError
 from tests.train_support import keep_tf_logging, snapshot  # noqa: F401
 
 # migrate.main lowers TensorFlow's log levels, as the CLI does; put them back after each test.
-pytestmark = pytest.mark.usefixtures("keep_tf_logging")
+# The trained runs (module fixtures) serve every test: one worker trains them.
+pytestmark = [pytest.mark.usefixtures("keep_tf_logging"), pytest.mark.xdist_group("migrate")]
 
 _TOLERANCE = 1e-5
 _NUM_UNITS = 8

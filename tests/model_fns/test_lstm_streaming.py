@@ -8,6 +8,9 @@ import model_fns
 from estimator_dist.export import export_saved_model
 from tests.model_fns import harness
 
+# One trained export (a module fixture) serves every test: one worker trains it.
+pytestmark = pytest.mark.xdist_group("lstm_streaming")
+
 UNITS, DIM, TIME = 5, 2, 12
 
 

@@ -101,8 +101,17 @@ def _check_trained(result, chief, program, strategy):
     assert all(math.isfinite(v) for v in losses)
 
 
+def _route_marks(program, strategy):
+    """A cluster route is multi_process; under ``pytest -n N`` the tests that share a
+    batch (both behaviours of a route, every program of a one-process route) run on one
+    worker, which runs the batch once."""
+    batch = "-".join(_batch(program, strategy)) if strategy in _CLUSTER_TASKS else "all"
+    group = pytest.mark.xdist_group(f"legacy-{strategy}-{batch}")
+    return [group, pytest.mark.multi_process] if strategy in _CLUSTER_TASKS else [group]
+
+
 _ROUTES = [pytest.param(program, strategy, id=f"{program}-{strategy}",
-                        marks=[pytest.mark.multi_process] if strategy in _CLUSTER_TASKS else [])
+                        marks=_route_marks(program, strategy))
            for program, strategy in corpus.routes()]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.hooks import divergence
-from tests.support import run_together, run_workers, selected_values
+from tests.support import SHARED_RUNS, run_together, run_workers, selected_values
 
 pytestmark = [pytest.mark.slow, pytest.mark.multi_process]
 
@@ -35,6 +35,7 @@ def _mirrored_both_behaviours(request, tmp_path_factory, behaviour, update):
     return run_together(args, ("divergence", behaviour, update), timeout=180)
 
 
+@SHARED_RUNS
 @pytest.mark.parametrize("behaviour", ["tf2", "tf1"])
 def test_mirrored_per_replica_assigning_optimizer_stops_with_one_line(request,
                                                                       tmp_path_factory,
@@ -64,6 +65,7 @@ def test_mirrored_assign_in_model_fn_names_the_variable(python_run, model_dir):
     assert _ERROR.format(name="last_batch_mean", place="replicas") in result.stderr
 
 
+@SHARED_RUNS
 @pytest.mark.parametrize("update", ["standard", "aggregated"])
 @pytest.mark.parametrize("behaviour", ["tf2", "tf1"])
 def test_mirrored_aggregated_updates_not_flagged(request, tmp_path_factory, behaviour, update):

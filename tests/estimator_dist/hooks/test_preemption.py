@@ -64,6 +64,7 @@ def _checkpoint_steps(model_dir):
     return [int(path.rsplit("-", 1)[1]) for path in state.all_model_checkpoint_paths]
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
@@ -94,6 +95,7 @@ def test_train_signal_saves_current_step_and_rerun_resumes(tmp_path, signum):
     assert _checkpoint_steps(model_dir)[-1] == step + 5
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 @pytest.mark.both_ends

@@ -159,6 +159,7 @@ def _freeze_and_continue(ps, tasks):
     assert {role: task.poll() for role, task in tasks.items()} == dict.fromkeys(tasks)
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 @pytest.mark.timeout(300)

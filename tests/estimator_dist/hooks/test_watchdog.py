@@ -136,6 +136,7 @@ def test_watchdog_ends_stalled_step_naming_peer(python_run, model_dir):
     assert "FINISHED" not in result.stdout
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_watchdog_leaves_process_out_of_training_alone(python_run, model_dir):
     """An error ends training: the process then waits longer than the timeout, unharmed."""
@@ -169,6 +170,7 @@ def _wait_for_checkpoint(model_dir, step, workers, seconds):
         time.sleep(0.5)
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 @pytest.mark.timeout(300)
@@ -297,6 +299,7 @@ def test_tf_paused_peer_past_the_heartbeat_aborts_the_collectives(tmp_path):
     assert re.search("heartbeat timeout|stopped sending heartbeats", text), text[-3000:]
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 @pytest.mark.both_ends

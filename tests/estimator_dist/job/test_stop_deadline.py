@@ -106,6 +106,7 @@ def _wait_ready(ready, task, model_dir, log_path):
         time.sleep(3)
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_sigterm_role_ends_within_bound(tmp_path, case):
@@ -147,6 +148,7 @@ _DEADLINE_LINE = re.compile(r"^\[worker (\d)\] python -m estimator_dist\.train: 
                             r"stopped \d+ s after the signal \((.*)\)$", re.MULTILINE)
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(400)
 @pytest.mark.both_ends
 def test_launch_multi_worker_sigterm_saves_the_stop_step_and_ends_promptly(tmp_path):

@@ -16,7 +16,8 @@ from estimator_dist import mends
 from estimator_dist.mends import releases
 from tests.support import run_python
 
-pytestmark = pytest.mark.both_ends
+# One probe of plain TensorFlow (a module fixture) serves every test: one worker runs it.
+pytestmark = [pytest.mark.both_ends, pytest.mark.xdist_group("current_tf")]
 
 _PROBE = os.path.join(os.path.dirname(__file__), "current_tf_probe.py")
 CURRENT = mends.tensorflow_release() in releases.CURRENT

@@ -91,6 +91,7 @@ def test_tf_evaluator_waits_out_the_throttle_after_the_final_checkpoint(model_di
         assert "EVALUATED 8" not in evaluator.output
 
 
+@pytest.mark.alone
 def test_evaluator_default_delays_evaluates_a_final_checkpoint_at_once(monkeypatch, model_dir):
     """The default EvalSpec would sleep 120 s before its first evaluation."""
     _train(model_dir, 6)
@@ -101,6 +102,7 @@ def test_evaluator_default_delays_evaluates_a_final_checkpoint_at_once(monkeypat
     assert evaluated.steps == [6]
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_evaluator_throttle_ends_at_the_final_checkpoint_only(monkeypatch, capsys, model_dir):
     _train(model_dir, 4)

@@ -105,6 +105,7 @@ def _wait_until(condition, process, deadline, what):
         time.sleep(0.5)
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.both_ends
 @pytest.mark.timeout(600)

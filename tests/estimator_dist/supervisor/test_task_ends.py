@@ -239,6 +239,7 @@ def test_launcher_killed_leaves_no_task_nor_task_child():
     assert not left
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 @pytest.mark.timeout(400)

@@ -11,6 +11,8 @@ import threading
 
 import pytest
 
+from tests.timing import TIMES_VARIABLE
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # TF1 behaviour, as legacy scripts set it: tests/conftest.py reads this variable before
@@ -173,9 +175,10 @@ def tf1_behaviour_runs(test_file, module_globals, *, per_run):
 def assert_passes_under_tf1_behaviour(test_file, *pytest_args, timeout):
     """Runs the tests of ``test_file`` again in a process that calls
     ``tf.compat.v1.disable_v2_behavior()`` first (what legacy scripts do; it can only
-    happen before TF starts) and asserts they pass."""
+    happen before TF starts) and asserts they pass. The run's time counts as this test's
+    (``tests/timing.py``), not as its tests' again."""
     done = run_python(["-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", *pytest_args],
-                      timeout=timeout, env={TF1_BEHAVIOUR_ENV: "1"})
+                      timeout=timeout, env={TF1_BEHAVIOUR_ENV: "1", TIMES_VARIABLE: ""})
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
     assert done.returncode == 0, "\n".join(failed) or done.stdout[-3000:]
 

@@ -9,6 +9,7 @@ from tests.timing import TIMES_VARIABLE
 def test_each_test_appends_its_wall_and_cpu_time(pytester, monkeypatch, tmp_path):
     times = tmp_path / "times.jsonl"
     monkeypatch.setenv(TIMES_VARIABLE, str(times))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # As outside pytest -n N.
     pytester.makepyfile(test_two="""
         import time
         def test_busy():

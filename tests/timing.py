@@ -3,7 +3,8 @@
 With ``ESTIMATOR_DIST_TEST_TIMES=FILE`` in the environment, every test appends one JSON
 line to FILE: its node id, the worker that ran it, its start (seconds since the epoch),
 its wall time and the CPU time it used (this process's, and that of the processes it
-started and waited for), set-up and tear-down included. ``.ci/run`` sets it for both TensorFlow ends.
+started and waited for), set-up and tear-down included. ``.ci/run`` sets it for both
+TensorFlow ends.
 """
 import json
 import os

@@ -2,6 +2,8 @@
 import multiprocessing
 import time
 
+import pytest
+
 from tests.sharing import machine_share
 
 
@@ -27,28 +29,15 @@ def _waited(alone, run_id):
         return time.monotonic() - began
 
 
-def test_tests_not_alone_run_beside_each_other(tmp_path):
+@pytest.mark.parametrize("running, starting, waits", [
+    (False, False, False),  # Tests not marked alone run beside each other.
+    (False, True, True),    # An alone test waits for the test running.
+    (True, False, True),    # No test starts beside an alone one.
+])
+def test_alone_tests_run_with_no_other_beside_them(tmp_path, running, starting, waits):
     run_id = tmp_path.name
-    other = _start(False, run_id, 3)
+    other = _start(running, run_id, 2)
     try:
-        assert _waited(False, run_id) < 1
-    finally:
-        other.join(30)
-
-
-def test_alone_test_waits_for_the_running_test(tmp_path):
-    run_id = tmp_path.name
-    other = _start(False, run_id, 2)
-    try:
-        assert _waited(True, run_id) > 1
-    finally:
-        other.join(30)
-
-
-def test_no_test_starts_beside_an_alone_one(tmp_path):
-    run_id = tmp_path.name
-    other = _start(True, run_id, 2)
-    try:
-        assert _waited(False, run_id) > 1
+        assert (_waited(starting, run_id) > 1) == waits
     finally:
         other.join(30)

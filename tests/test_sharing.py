@@ -41,3 +41,20 @@ def test_alone_tests_run_with_no_other_beside_them(tmp_path, running, starting, 
         assert (_waited(starting, run_id) > 1) == waits
     finally:
         other.join(30)
+
+
+def test_grouped_tests_run_on_one_worker(pytester):
+    """The xdist_group marks the suite's shared runs carry hold under ``pytest -n N``."""
+    pytester.makepyfile(test_groups="""
+        import os
+        import pytest
+
+        @pytest.mark.xdist_group("one")
+        @pytest.mark.parametrize("i", range(6))
+        def test_grouped(i):
+            open(os.environ["PYTEST_XDIST_WORKER"] + ".ran", "w").close()
+        """)
+    result = pytester.runpytest_subprocess("-n", "3", "--dist", "loadgroup",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
+    assert len(list(pytester.path.glob("*.ran"))) == 1

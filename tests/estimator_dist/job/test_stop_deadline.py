@@ -208,8 +208,8 @@ def _run_signalled(code, signum=signal.SIGTERM, timeout=30):
                                stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         assert process.stdout.readline().strip() == "ready"
+        sent = time.monotonic()  # Before the signal: the handler may run before we read it.
         process.send_signal(signum)
-        sent = time.monotonic()
         _, stderr = process.communicate(timeout=timeout)
         return process.returncode, time.monotonic() - sent, stderr
     finally:

@@ -317,6 +317,20 @@ MENDS = {mend.name: mend for mend in (
         needs=ANY,
     ),
     Mend(
+        name="keras_2_seeds",
+        module="estimator_dist.mends.keras_2_seeds",
+        defect="under TF2 behaviour a model_fn's tf.compat.v1.layers (Keras 2) draw the seeds "
+               "of their default initializers from Python's random module, not from the "
+               "RunConfig's tf_random_seed: each process starts from other weights",
+        test="tests/estimator_dist/mends/test_keras_2_seeds.py::"
+             "test_tf_layers_ignore_tf_random_seed_under_tf2_behaviour",
+        changes="Estimator._call_model_fn: while a model_fn runs with tf_random_seed set, "
+                "Keras 2's seed generator draws from random.Random(tf_random_seed), put back "
+                "after",
+        scope="process",
+        needs=ANY,
+    ),
+    Mend(
         name="embedding_rows",
         module="estimator_dist.mends.embedding_rows",
         defect="embedding_lookup_sparse (feature columns' embedding, categorical and crossed "

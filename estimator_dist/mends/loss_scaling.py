@@ -23,8 +23,9 @@ or ``apply_gradients`` without calling the base class's, and gradients taken wit
 """
 from __future__ import annotations
 
+import functools
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import tensorflow as tf
 from tensorflow.python.training.experimental import loss_scale_optimizer
@@ -33,7 +34,6 @@ from tensorflow_estimator.python.estimator import estimator as estimator_lib
 from estimator_dist import run_config_facts
 
 _Optimizer = tf.compat.v1.train.Optimizer
-_TF_CALL_MODEL_FN = estimator_lib.Estimator._call_model_fn
 _TF_COMPUTE_GRADIENTS = _Optimizer.compute_gradients
 _TF_APPLY_GRADIENTS = _Optimizer.apply_gradients
 _SCALING = threading.local()  # .active: a float16 TRAIN model_fn runs in this thread.
@@ -96,17 +96,27 @@ class scaled:  # Lower case: used as a function, ``with scaled():``.
         _SCALING.active = self._outer
 
 
-def _call_model_fn(self: tf.estimator.Estimator, features: Any, labels: Any, mode: str,
-                   config: tf.estimator.RunConfig) -> Any:
-    if (mode != tf.estimator.ModeKeys.TRAIN
-            or run_config_facts.mixed_precision_of(config) != "float16"):
-        return _TF_CALL_MODEL_FN(self, features, labels, mode, config)
-    with scaled():
-        return _TF_CALL_MODEL_FN(self, features, labels, mode, config)
+def _scaling_float16(call_model_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``call_model_fn`` (``Estimator._call_model_fn`` as installed, other mends' wrappers
+    included) scaling the loss of a float16 TRAIN model_fn."""
+
+    @functools.wraps(call_model_fn)
+    def _call_model_fn(self: tf.estimator.Estimator, features: Any, labels: Any, mode: str,
+                       config: tf.estimator.RunConfig) -> Any:
+        if (mode != tf.estimator.ModeKeys.TRAIN
+                or run_config_facts.mixed_precision_of(config) != "float16"):
+            return call_model_fn(self, features, labels, mode, config)
+        with scaled():
+            return call_model_fn(self, features, labels, mode, config)
+
+    _call_model_fn._scales_float16_loss = True  # type: ignore[attr-defined]  # The mark.
+    return _call_model_fn
 
 
 def install() -> None:
     """Scales the loss of v1 optimizers in float16 TRAIN model_fns (idempotent)."""
-    estimator_lib.Estimator._call_model_fn = _call_model_fn
+    call_model_fn = estimator_lib.Estimator._call_model_fn
+    if not getattr(call_model_fn, "_scales_float16_loss", False):
+        estimator_lib.Estimator._call_model_fn = _scaling_float16(call_model_fn)
     _Optimizer.compute_gradients = _compute_gradients
     _Optimizer.apply_gradients = _apply_gradients

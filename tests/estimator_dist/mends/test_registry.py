@@ -164,21 +164,21 @@ def test_mend_strategies_agree_with_the_strategy_table():
 # as each entry listed them by strategy name before the entries said facts instead.
 _MENDS_OF = {
     "default": ("early_stopping", "steps_per_run", "tpu_estimator_kept",
-                "custom_gradient_leak", "embedding_rows", "params_by_mode",
+                "custom_gradient_leak", "keras_2_seeds", "embedding_rows", "params_by_mode",
                 "saver_graph_events"),
     "mirrored": ("early_stopping", "divergence_check", "steps_per_run", "tpu_estimator_kept",
-                 "custom_gradient_leak", "embedding_rows", "params_by_mode",
+                 "custom_gradient_leak", "keras_2_seeds", "embedding_rows", "params_by_mode",
                  "saver_graph_events"),
     "multi_worker": ("early_stopping", "cluster_train", "sparse_gradients",
                      "batch_norm_statistics", "divergence_check", "steps_per_run",
-                     "tpu_estimator_kept", "custom_gradient_leak", "embedding_rows",
-                     "params_by_mode", "collective_watchdog", "input_end", "evaluator_end",
-                     "bfloat16_all_reduce", "saver_graph_events"),
+                     "tpu_estimator_kept", "custom_gradient_leak", "keras_2_seeds",
+                     "embedding_rows", "params_by_mode", "collective_watchdog", "input_end",
+                     "evaluator_end", "bfloat16_all_reduce", "saver_graph_events"),
     "parameter_server": ("early_stopping", "cluster_train", "tpu_estimator_kept",
-                         "custom_gradient_leak", "embedding_rows", "params_by_mode",
-                         "evaluator_end", "saver_graph_events"),
+                         "custom_gradient_leak", "keras_2_seeds", "embedding_rows",
+                         "params_by_mode", "evaluator_end", "saver_graph_events"),
     "tpu": ("tpu_estimator_guard", "tpu_validate_logging", "custom_gradient_leak",
-            "embedding_rows"),
+            "keras_2_seeds", "embedding_rows"),
 }
 
 

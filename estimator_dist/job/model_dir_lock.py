@@ -36,17 +36,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import errno
 import json
 import os
 import socket
-import stat
 import threading
 import time
 import uuid
 
 from estimator_dist import process_exit
 from estimator_dist.errors import UsageError
+from estimator_dist.job import lock_files
 
 FILENAME = ".estimator-dist.lock"
 HEARTBEAT_SECONDS = 30
@@ -56,9 +55,6 @@ STALE_SECONDS = 300
 SKEW_SECONDS = 60
 _MAX_BYTES = 4096
 _MAX_PID = 2**31 - 1  # pid_t: a larger number names no process.
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink"),
-          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
 def process_start(pid: int) -> str | None:
@@ -125,33 +121,18 @@ def _parse(text: bytes) -> Holder | str:
     return holder
 
 
-def _kind(mode: int) -> str | None:
-    return next((name for is_kind, name in _KINDS if is_kind(mode)), None)
-
-
 def _read(lock_path: str) -> Found | None:
     """What is at ``lock_path`` (``Found``); None when nothing is. Never blocks: a path
     that is not a regular file is not opened."""
-    try:
-        status = os.lstat(lock_path)
-    except (FileNotFoundError, NotADirectoryError):
+    entry = lock_files.of(lock_path).read(lock_path, _MAX_BYTES + 1)
+    if entry is None:
         return None
-    kind = _kind(status.st_mode)
-    if kind is not None:
-        target = f" to {os.readlink(lock_path)!r}" if kind == "a symlink" else ""
-        return Found(None, status.st_mtime, f"it is {kind}{target}", regular=False)
-    try:
-        descriptor = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(descriptor, "rb") as file:
-        status = os.fstat(descriptor)
-        kind = _kind(status.st_mode)
-        text = b"" if kind else file.read(_MAX_BYTES + 1)
-    parsed = f"it is {kind}" if kind else _parse(text)
+    if entry.kind:
+        return Found(None, entry.mtime, f"it is {entry.kind}", regular=False)
+    parsed = _parse(entry.text)
     if isinstance(parsed, str):
-        return Found(None, status.st_mtime, parsed, regular=kind is None)
-    return Found(parsed, status.st_mtime)
+        return Found(None, entry.mtime, parsed)
+    return Found(parsed, entry.mtime)
 
 
 def _process_gone(pid: int) -> bool:
@@ -162,25 +143,6 @@ def _process_gone(pid: int) -> bool:
     except PermissionError:  # Alive, another user's.
         return False
     return False
-
-
-def _file_system_now(directory: str) -> float:
-    """The time by the clock that stamps files in ``directory`` (an NFS server's, say):
-    the mtime of a file created there now; this host's clock where none can be."""
-    try:
-        descriptor, probe = _temporary(directory)
-    except OSError:
-        return time.time()
-    try:
-        return os.fstat(descriptor).st_mtime
-    finally:
-        os.close(descriptor)
-        os.remove(probe)
-
-
-def _temporary(directory: str) -> tuple[int, str]:
-    probe = os.path.join(directory, f"{FILENAME}.{uuid.uuid4().hex}.tmp")
-    return os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644), probe
 
 
 def _live_here(holder: Holder) -> bool:
@@ -231,7 +193,7 @@ def _judge(model_dir: str, found: Found) -> bool:
         if not _live_here(holder):
             return True
     else:
-        ahead = found.mtime - _file_system_now(model_dir)
+        ahead = found.mtime - lock_files.of(model_dir).now(model_dir)
         if ahead < -STALE_SECONDS:
             return True
         if ahead > SKEW_SECONDS:
@@ -250,56 +212,21 @@ def check_free(model_dir: str) -> None:
         _judge(model_dir, found)
 
 
-def _create(lock_path: str, text: str) -> bool:
-    """Puts ``text`` at ``lock_path`` whole; False when something is there already. The
-    temporary file goes whatever happens."""
-    descriptor, staged = _temporary(os.path.dirname(lock_path))
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.link(staged, lock_path)
-        return True
-    except FileExistsError:
-        return False
-    except OSError as error:
-        if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
-            raise
-        return _create_exclusive(lock_path, text)  # A file system without hard links.
-    finally:
-        os.remove(staged)
-
-
-def _create_exclusive(lock_path: str, text: str) -> bool:
-    try:
-        descriptor = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        return False
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-    except OSError:
-        os.remove(lock_path)  # Half a lock would refuse the dir.
-        raise
-    return True
-
-
 def _take_over(lock_path: str, judged: Found) -> bool:
     """Moves the stale lock ``judged`` (as ``_read`` returned it) aside; a lock another
     run put there since is put back. Returns whether the stale one went."""
-    aside = f"{lock_path}.stale-{uuid.uuid4().hex}"
+    files = lock_files.of(lock_path)
+    aside = os.path.join(os.path.dirname(lock_path), f".estimator-dist.stale-{uuid.uuid4().hex}")
     try:
-        os.rename(lock_path, aside)
+        files.move(lock_path, aside)
     except FileNotFoundError:
         return True  # Another run moved it first.
     moved = _read(aside)
     if moved is not None and moved.holder != judged.holder:
-        try:
-            os.link(aside, lock_path)  # Not the lock judged stale: a live run's.
-        except FileExistsError:
-            pass
-        os.remove(aside)
+        files.put_back(aside, lock_path)  # Not the lock judged stale: a live run's.
+        files.remove(aside)
         return False
-    os.remove(aside)
+    files.remove(aside)
     return True
 
 
@@ -308,9 +235,11 @@ class Held:
     ``process_exit``'s hard exit) stops the heartbeat and removes the lock if it is still
     this one."""
 
-    def __init__(self, model_dir: str, holder: Holder) -> None:
+    def __init__(self, model_dir: str, holder: Holder, text: str) -> None:
         self.path = path(model_dir)
         self.holder = holder
+        self._text = text
+        self._files = lock_files.of(self.path)
         self._stop = threading.Event()
         self._releasing = threading.Lock()
         self._heartbeat = threading.Thread(target=self._beat, name="model-dir-lock",
@@ -321,7 +250,7 @@ class Held:
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_SECONDS):
             try:
-                os.utime(self.path)
+                self._files.refresh(self.path, self._text)
             except OSError:
                 return  # Removed under the run (or the disk went): nothing to refresh.
 
@@ -334,7 +263,7 @@ class Held:
             self._heartbeat.join(timeout=5)
             found = _read(self.path)
             if found is not None and found.holder == self.holder:
-                os.remove(self.path)
+                self._files.remove(self.path)
 
     def __enter__(self) -> Held:
         return self
@@ -362,8 +291,8 @@ def hold(model_dir: str, attempts: int = 3) -> Held:
     text = json.dumps(dataclasses.asdict(holder), sort_keys=True) + "\n"
     found = None
     for attempt in range(attempts):
-        if _create(lock_path, text):
-            return Held(model_dir, holder)
+        if lock_files.of(lock_path).create(lock_path, text):
+            return Held(model_dir, holder, text)
         found = _read(lock_path)
         if found is None:
             continue  # Released between the two calls.

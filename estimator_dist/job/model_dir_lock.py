@@ -11,7 +11,9 @@ or local to one host, so it is a plain file, created whole: its text is written 
 private temporary file first, then put in place with ``os.link``, which fails when the
 lock exists, on every POSIX file system (``O_CREAT | O_EXCL`` where links are not
 allowed). A reader therefore never sees half a lock, and the temporary file never
-outlives the attempt, written or not.
+outlives the attempt, written or not. In a model dir with a scheme (``gs://``) the same
+steps go through TensorFlow's file system, with what it can and cannot promise
+(``lock_files``).
 
 A lock is stale, and taken over without asking, when its holder cannot be running:
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -450,8 +451,14 @@ def test_second_run_into_a_live_model_dir_refused_and_first_unharmed(trained_onc
         while not os.path.exists(lock):
             assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
             time.sleep(0.05)
-        code, _, err = run_main(["--model-dir", model_dir, "--max-steps", 4000,
-                                 "--no-export"], capsys)
+        os.kill(first.pid, signal.SIGSTOP)  # Paused past the heartbeat's bound: still its.
+        try:
+            stamp = time.time() - model_dir_lock.STALE_SECONDS - 10
+            os.utime(lock, (stamp, stamp))
+            code, _, err = run_main(["--model-dir", model_dir, "--max-steps", 4000,
+                                     "--no-export"], capsys)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
         out, first_err = first.communicate(timeout=180)
     finally:
         first.kill()

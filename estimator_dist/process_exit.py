@@ -24,12 +24,13 @@ with ``before_hard_exit`` (the model dir's lock is released so; for at most
 ``CLEANUP_SECONDS``), flushes stdout and stderr (for at most ``FLUSH_SECONDS``: the
 blocked thread may hold a stream), writes ``line`` to stderr and ends the process with
 ``os._exit(code)``, which runs no ``atexit`` handler and no ``finally`` block of the
-blocked thread. A program that embeds the
-library sees each of these ends, or takes them over, with ``set_handler``: its handler
-gets the code and the line in the guard's thread; if it returns, the process runs on and
-that guard watches no more. The join's bound is the one end no handler sees: the runtime
-holds the interpreter lock while it joins, so no Python code can run, and ``faulthandler``'s
-watchdog (a C thread) ends the process.
+blocked thread. A program that embeds the library sees each of these ends, or takes them
+over, with ``set_handler``: its handler gets the code and the line in the guard's thread;
+if it returns, the process runs on and that guard watches no more (a handler that ends
+the process ends it through ``exit_now``, so that the cleanups run). The join's bound is
+the one end no handler sees: the runtime holds the interpreter lock while it joins, so no
+Python code can run, and ``faulthandler``'s watchdog (a C thread) ends the process; it
+comes before the model dir's lock is taken.
 """
 from __future__ import annotations
 

@@ -88,6 +88,7 @@ def paused():
     process.wait(timeout=60)
 
 
+@pytest.mark.timeout(60)
 def test_hold_paused_holder_on_this_host_keeps_its_lock_whatever_its_heartbeat(tmp_path,
                                                                                  paused):
     _write_lock(tmp_path, pid=paused.pid, process=model_dir_lock.process_start(paused.pid),
@@ -100,6 +101,7 @@ def test_hold_paused_holder_on_this_host_keeps_its_lock_whatever_its_heartbeat(t
         model_dir_lock.hold(str(tmp_path))
 
 
+@pytest.mark.timeout(60)
 def test_process_start_tells_processes_apart(paused):
     mine, theirs = model_dir_lock.process_start(os.getpid()), \
         model_dir_lock.process_start(paused.pid)
@@ -108,6 +110,7 @@ def test_process_start_tells_processes_apart(paused):
     assert model_dir_lock.process_start(_dead_pid()) is None
 
 
+@pytest.mark.timeout(60)
 def test_hold_lock_whose_pid_is_another_process_now_taken_over(tmp_path, paused):
     _write_lock(tmp_path, pid=paused.pid, process="another-boot/12345")  # A reused pid.
     with model_dir_lock.hold(str(tmp_path)) as held:

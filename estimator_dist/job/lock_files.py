@@ -118,7 +118,7 @@ class _Local:
     def now(self, directory: str) -> float:
         """The time by the clock that stamps files in ``directory`` (an NFS server's, say):
         the mtime of a file created there now; this host's clock where none can be."""
-        probe = _staged(os.path.join(directory, "clock"))
+        probe = _staged(os.path.join(directory, ".estimator-dist.clock"))
         try:
             descriptor = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except OSError:
@@ -166,7 +166,7 @@ class _Remote:
             pass
 
     def now(self, directory: str) -> float:
-        probe = remote_files.staged(f"{directory.rstrip('/')}/clock")
+        probe = remote_files.staged(f"{directory.rstrip('/')}/.estimator-dist.clock")
         try:
             remote_files.write(probe, b"")
             return remote_files.mtime(probe)

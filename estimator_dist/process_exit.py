@@ -19,15 +19,18 @@ The watchdog, the ps watch and the join's bound come with the strategies that ne
 (``make_run_config("multi_worker")`` and ``"parameter_server"``): without them such a
 task waits for ever, without a word.
 
-``end(code, line)`` calls the process's handler. The default one flushes stdout and
-stderr (for at most ``FLUSH_SECONDS``: the blocked thread may hold a stream), writes
-``line`` to stderr and ends the process with ``os._exit(code)``, which runs no ``atexit``
-handler and no ``finally`` block of the blocked thread. A program that embeds the
-library sees each of these ends, or takes them over, with ``set_handler``: its handler
-gets the code and the line in the guard's thread; if it returns, the process runs on and
-that guard watches no more. The join's bound is the one end no handler sees: the runtime
-holds the interpreter lock while it joins, so no Python code can run, and ``faulthandler``'s
-watchdog (a C thread) ends the process.
+``end(code, line)`` calls the process's handler. The default one runs what was registered
+with ``before_hard_exit`` (the model dir's lock is released so; for at most
+``CLEANUP_SECONDS``), flushes stdout and stderr (for at most ``FLUSH_SECONDS``: the
+blocked thread may hold a stream), writes ``line`` to stderr and ends the process with
+``os._exit(code)``, which runs no ``atexit`` handler and no ``finally`` block of the
+blocked thread. A program that embeds the library sees each of these ends, or takes them
+over, with ``set_handler``: its handler gets the code and the line in the guard's thread;
+if it returns, the process runs on and that guard watches no more (a handler that ends
+the process ends it through ``exit_now``, so that the cleanups run). The join's bound is
+the one end no handler sees: the runtime holds the interpreter lock while it joins, so no
+Python code can run, and ``faulthandler``'s watchdog (a C thread) ends the process; it
+comes before the model dir's lock is taken.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ import threading
 from typing import Callable, Iterator
 
 FLUSH_SECONDS = 1.0
+CLEANUP_SECONDS = 2.0
 JOIN_EXIT_CODE = 1  # What faulthandler's watchdog exits with.
 
 
@@ -50,12 +54,35 @@ def _flush_streams() -> None:
             pass  # A closed or broken stream: the line still goes out, the process ends.
 
 
+_cleanups: list[Callable[[], object]] = []
+
+
+def before_hard_exit(cleanup: Callable[[], object]) -> Callable[[], None]:
+    """Makes the default handler call ``cleanup()`` before it ends the process (a
+    ``finally`` block would not run); returns the function that takes it back."""
+    _cleanups.append(cleanup)
+    return lambda: _cleanups.remove(cleanup) if cleanup in _cleanups else None
+
+
+def _clean_up() -> None:
+    for cleanup in list(_cleanups):
+        try:
+            cleanup()
+        except Exception:  # Whatever a cleanup raises: the process ends anyway.
+            continue
+
+
+def _bounded(work: Callable[[], None], seconds: float, name: str) -> None:
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    thread.join(seconds)
+
+
 def exit_now(code: int, line: str) -> None:
-    """The default handler: flushes what Python buffered, writes ``line`` to stderr and
-    ends the process with ``code`` at once."""
-    flusher = threading.Thread(target=_flush_streams, name="exit-flush", daemon=True)
-    flusher.start()
-    flusher.join(FLUSH_SECONDS)
+    """The default handler: runs the ``before_hard_exit`` cleanups, flushes what Python
+    buffered, writes ``line`` to stderr and ends the process with ``code`` at once."""
+    _bounded(_clean_up, CLEANUP_SECONDS, "exit-cleanup")
+    _bounded(_flush_streams, FLUSH_SECONDS, "exit-flush")
     os.write(2, (line + "\n").encode())  # Not sys.stderr: a program may have replaced it.
     os._exit(code)  # The main thread is blocked inside TensorFlow: see the docstring.
 

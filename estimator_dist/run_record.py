@@ -9,7 +9,9 @@ The settings are a dataclass (``job.settings.RunSettings``) whose every field sa
 metadata (under ``ROLE``) how the record keeps it, one of ``ROLES``; nothing here names a
 setting.
 
-Imports no TensorFlow: the CLI reads the record before TensorFlow is imported.
+Imports no TensorFlow: the CLI reads a local record before TensorFlow is imported; a model
+dir with a scheme (``gs://``) is read and written through TensorFlow's file systems
+(``remote_files``).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import os
 import platform
 from typing import Any, Iterator, Mapping
 
+from estimator_dist import remote_files
 from estimator_dist.errors import UsageError
 
 FILENAME = "run.json"
@@ -43,13 +46,26 @@ def path(model_dir: str) -> str:
     return os.path.join(model_dir, FILENAME)
 
 
-def load(model_dir: str) -> dict[str, Any] | None:
-    """The record in ``model_dir`` as a dict, or None when there is none."""
+def _text(model_dir: str) -> str | None:
+    """The record's text; None when there is none."""
+    if remote_files.is_remote(model_dir):
+        return remote_files.read(path(model_dir)).decode("utf-8")
     if not os.path.isdir(model_dir):
         return None
+    with open(path(model_dir), encoding="utf-8") as file:
+        return file.read()
+
+
+def load(model_dir: str) -> dict[str, Any] | None:
+    """The record in ``model_dir`` as a dict, or None when there is none. A remote model
+    dir is checked first (``remote_files.check_reachable``)."""
+    if remote_files.is_remote(model_dir):
+        remote_files.check_reachable("model_dir", model_dir)
     try:
-        with open(path(model_dir), encoding="utf-8") as file:
-            record = json.load(file)
+        text = _text(model_dir)
+        if text is None:
+            return None
+        record = json.loads(text)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as error:
@@ -104,7 +120,9 @@ def check_resume(model_dir: str, settings: Any, record: Mapping[str, Any] | None
         named), or the model dir holds a checkpoint but no record.
     """
     if record is None:
-        if os.path.exists(os.path.join(model_dir, "checkpoint")):
+        state = os.path.join(model_dir, "checkpoint")
+        if remote_files.exists(state) if remote_files.is_remote(model_dir) else \
+                os.path.exists(state):
             raise UsageError(
                 f"model_dir must be new or hold a run of estimator_dist.train ({FILENAME}); "
                 "use a new --model-dir. Received: "
@@ -139,6 +157,10 @@ def make_record(settings: Any, data: Any) -> dict[str, Any]:
 
 def write(model_dir: str, record: Mapping[str, Any]) -> None:
     """Writes ``record`` to ``model_dir`` atomically (a reader never sees half a file)."""
+    if remote_files.is_remote(model_dir):
+        remote_files.put(path(model_dir), json.dumps(record, indent=2, sort_keys=True) + "\n",
+                         overwrite=True)
+        return
     temporary = path(model_dir) + ".tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as file:

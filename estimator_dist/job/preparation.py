@@ -10,7 +10,7 @@ import datetime
 import os
 from typing import TYPE_CHECKING, Any, Mapping
 
-from estimator_dist import models, plan as plan_lib, run_record
+from estimator_dist import models, plan as plan_lib, remote_files, run_record
 from estimator_dist.distribute import strategy_table
 from estimator_dist.errors import UsageError, check_writable_path
 from estimator_dist.job import (checkpoints, data as data_lib, model_dir_lock, model_size,
@@ -127,6 +127,8 @@ def prepare(settings: RunSettings, record: Mapping[str, Any] | None, *,
     model, kind = models.MODELS[settings.model], settings.kind
     resolved = settings.with_model_defaults(
         model_dir=settings.model_dir or default_model_dir(settings.model))
+    if remote_files.is_remote(resolved.model_dir):
+        remote_files.check_reachable("model_dir", resolved.model_dir)
     if record is None:
         record = run_record.load(resolved.model_dir)
     run_record.check_resume(resolved.model_dir, resolved, record)

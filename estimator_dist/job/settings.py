@@ -109,8 +109,8 @@ class RunSettings:
     sparse_gradients: str | None = _setting(
         only_if=("strategy", "multi_worker", lambda settings: settings.kind.collectives))
     export: bool = _setting(True, rule=_check_bool, record=run_record.CARRIED)
-    # None: MODEL_DIR/export.
-    export_dir: str | None = _setting(rule=_check_optional_str, record=run_record.CARRIED,
+    # None: MODEL_DIR/export. Not carried: a resume exports where a fresh run would.
+    export_dir: str | None = _setting(rule=_check_optional_str, record=run_record.LOCAL,
                                       only_if=("export", True, lambda settings: settings.export))
     verbose: bool = _setting(False, rule=_check_bool, record=run_record.NOT_RECORDED)
 

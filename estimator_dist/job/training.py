@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Mapping
 
 import tensorflow as tf
 
-from estimator_dist import export, precision, run_record
+from estimator_dist import export, precision, remote_files, run_record
 from estimator_dist.errors import EnvironmentFault, UsageError, os_fault
 from estimator_dist.estimator import make_estimator
 from estimator_dist.job import (checkpoints, faults, loop, model_dir_lock, preparation,
@@ -42,7 +42,15 @@ class Result:
 
 
 def _prepare_model_dir(model_dir: str) -> None:
-    """Creates ``model_dir`` if needed and proves it writable, before anything is written."""
+    """Creates ``model_dir`` if needed and proves it writable, before anything is written
+    (a remote one, through TensorFlow's file system: ``remote_files``)."""
+    if remote_files.is_remote(model_dir):
+        try:
+            remote_files.makedirs(model_dir)
+        except OSError as error:
+            raise UsageError(f"model_dir must be a writable directory. Received: "
+                             f"model_dir={model_dir!r} ({error.strerror})") from None
+        return
     try:
         os.makedirs(model_dir, exist_ok=True)
         with tempfile.TemporaryFile(dir=model_dir):

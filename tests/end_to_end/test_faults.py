@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -450,8 +451,14 @@ def test_second_run_into_a_live_model_dir_refused_and_first_unharmed(trained_onc
         while not os.path.exists(lock):
             assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
             time.sleep(0.05)
-        code, _, err = run_main(["--model-dir", model_dir, "--max-steps", 4000,
-                                 "--no-export"], capsys)
+        os.kill(first.pid, signal.SIGSTOP)  # Paused past the heartbeat's bound: still its.
+        try:
+            stamp = time.time() - model_dir_lock.STALE_SECONDS - 10
+            os.utime(lock, (stamp, stamp))
+            code, _, err = run_main(["--model-dir", model_dir, "--max-steps", 4000,
+                                     "--no-export"], capsys)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
         out, first_err = first.communicate(timeout=180)
     finally:
         first.kill()
@@ -484,6 +491,51 @@ def test_run_ended_by_an_error_releases_the_lock(tmp_path, capsys):
     assert code == 2 and "loss must stay finite" in err, err
     assert os.path.exists(os.path.join(model_dir, "run.json"))  # It held the lock, and
     assert not os.path.exists(model_dir_lock.path(model_dir))  # gave it back.
+
+
+_HARD_EXIT_MID_RUN = """
+import sys
+import tensorflow as tf
+from estimator_dist import process_exit
+from estimator_dist.commands.train import main
+
+def train(*_, **__):  # As a guard ends a task blocked in TensorFlow: no finally runs.
+    process_exit.end(1, "guard: ended")
+
+tf.estimator.Estimator.train = train
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.both_ends
+def test_hard_exit_mid_run_releases_the_lock(tmp_path, python_run):
+    model_dir = str(tmp_path / "m")
+    done = python_run(["-c", _HARD_EXIT_MID_RUN, "--model-dir", model_dir, "--max-steps",
+                       "2"], timeout=180)
+    assert done.returncode == 1 and done.stderr.endswith("guard: ended\n"), done.stderr
+    assert os.path.exists(os.path.join(model_dir, "run.json"))  # It held the lock, and
+    assert not os.path.exists(model_dir_lock.path(model_dir))  # gave it back.
+
+
+@pytest.mark.both_ends
+def test_remote_model_dir_trains_and_resumes_and_a_missing_scheme_is_one_line(
+        tmp_path, capsys, monkeypatch, python_run):
+    monkeypatch.chdir(tmp_path)  # Where a path such as gs://b/m would become gs:/b/m.
+    bucket = f"ram://bucket-{os.getpid()}/run"
+    code, out, err = run_main(["--model-dir", bucket, "--max-steps", 2, "--no-export"], capsys)
+    assert code == 0 and err == "", err
+    code, out, err = run_main(["--model-dir", bucket, "--max-steps", 4], capsys)
+    assert code == 0 and "Resuming dense at step 2 to step 4" in out, err
+    assert {"run.json", "model.ckpt-4.index"} <= set(tf.io.gfile.listdir(bucket))
+    assert not tf.io.gfile.exists(model_dir_lock.path(bucket))
+    assert os.listdir(tmp_path) == []
+    done = python_run(["-m", "estimator_dist.train", "--model-dir", "hdfs://namenode/runs/a"],
+                      timeout=120, cwd=str(tmp_path))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert re.search(r"error: model_dir must be on a file system this TensorFlow has: there "
+                     r"is no filesystem for scheme 'hdfs' in this TensorFlow .* Received: "
+                     r"model_dir='hdfs://namenode/runs/a'\n$", done.stderr), done.stderr
+    assert os.listdir(tmp_path) == []
 
 
 def test_docs_table_lists_every_fault():

@@ -38,6 +38,15 @@ def _write_examples(path, count=300, **features):
         for _ in range(count):
             writer.write(example.SerializeToString())
 
+def _lock_ahead_by_a_day(path):
+    """Another host's lock whose heartbeat lies a day ahead of the file system's clock."""
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump({"host": "elsewhere.invalid", "pid": 1, "token": "skewed",
+                   "started": "2024-01-01T00:00:00+00:00"}, file)
+    ahead = time.time() + 86_400
+    os.utime(path, (ahead, ahead))
+
+
 CATALOGUE = [
     ("unknown-flag", ["--max-stesp", "3"], {}, {},
      r"unrecognized arguments: --max-stesp 3 \(did you mean '--max-steps'\?\)"),
@@ -166,6 +175,20 @@ CATALOGUE += [
      r"model_dir must not be in use by another run \(one run per model dir\); wait for it to "
      r"end or use another --model-dir .*Received: model_dir='.*held' held by pid \d+ on host "
      r"'.+', running since 2024-01-01T00:00:00\+00:00"),
+    ("model-dir-lock-not-a-lock", ["--model-dir", "{tmp}/fifo"], {},
+     {"fifo/.estimator-dist.lock": os.mkfifo},
+     r"model_dir's lock must be a lock file estimator_dist\.train wrote; remove it if no run "
+     r"is using '.*fifo'\. Received: '.*fifo/\.estimator-dist\.lock': it is a FIFO"),
+    ("model-dir-lock-clock-skew", ["--model-dir", "{tmp}/skew"], {},
+     {"skew/.estimator-dist.lock": _lock_ahead_by_a_day},
+     r"model_dir's lock must have a heartbeat at most 60 s ahead of the file system's clock "
+     r"to be judged \(the clocks of host 'elsewhere\.invalid' and the file system "
+     r"disagree\); remove it if no run is using '.*skew'\. Received: .* its heartbeat 864\d\d "
+     r"s ahead"),
+    ("model-dir-no-filesystem", ["--model-dir", "hdfs://namenode/runs/a"], {}, {},
+     r"model_dir must be on a file system this TensorFlow has: there is no filesystem for "
+     r"scheme 'hdfs' in this TensorFlow \(a package such as tensorflow-io registers more\)\. "
+     r"Received: model_dir='hdfs://namenode/runs/a'"),
     ("tf-config-ipv6-unbracketed", ["--strategy", "multi_worker"],
      {"TF_CONFIG": '{"cluster": {"worker": ["::1:2222"]}, "task": {"type": "worker", '
                    '"index": 0}}'}, {},
@@ -307,7 +330,7 @@ def test_docs_list_every_entry():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("entry_id", ["unknown-flag", "config-unknown-key", "no-tpu",
-                                      "nan-loss"])
+                                      "nan-loss", "model-dir-lock-not-a-lock"])
 def test_cli_process_prints_one_line_and_exits_2(entry_id, python_run, recorded, tmp_path):
     _, argv, env, files, message = CATALOGUE[_IDS.index(entry_id)]
     argv, _ = _prepare(argv, files, tmp_path, recorded)

@@ -45,6 +45,22 @@ def test_carried_settings_carry_what_not_where(recorded_dir):
     assert "strategy" not in carried and "num_replicas" not in carried
 
 
+def test_resume_exports_where_a_fresh_run_would_not_where_run_json_says(tmp_path):
+    from estimator_dist.commands import train  # Late: the CLI's own merge of the layers.
+
+    settings = _SETTINGS.replace(export_dir=str(tmp_path.parent / "elsewhere"))
+    run_record.write(str(tmp_path), run_record.make_record(settings, {"train": "built-in"}))
+    assert run_record.recorded_settings(str(tmp_path))["export_dir"] == settings.export_dir
+    assert "export_dir" not in run_record.carried_settings(run_record.load(str(tmp_path)),
+                                                           RunSettings)
+    resumed = train.settings_from_args(train.train_parser().parse_args(
+        ["--model-dir", str(tmp_path)]))
+    assert resumed.export_dir is None and resumed.export  # MODEL_DIR/export, as a fresh run.
+    again = train.settings_from_args(train.train_parser().parse_args(
+        ["--model-dir", str(tmp_path), "--export-dir", str(tmp_path / "out")]))
+    assert again.export_dir == str(tmp_path / "out")
+
+
 def test_carried_settings_without_record_are_empty():
     assert run_record.carried_settings(None, RunSettings) == {}
 

@@ -8,8 +8,8 @@ level resolves once ``estimator_dist`` is imported; and in ``sys.modules`` under
 2.15's import statements reach (``tensorflow.estimator``, ``tensorflow.compat.v1.estimator``,
 ``tensorflow.compat.v2.estimator`` and their subpackages, such as
 ``tensorflow.compat.v1.estimator.tpu``), so that ``from tensorflow.compat.v1.estimator
-import RunConfig`` resolves too. Needs the other restoring mends first (tensorflow-estimator does not import
-without them).
+import RunConfig`` resolves too. Needs the other restoring mends first (tensorflow-estimator
+does not import without them).
 """
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ Turn mends off with ``ESTIMATOR_DIST_MENDS_OFF=name,name`` (or ``all``) in the
 environment: a mend turned off is neither installed nor applied, and TensorFlow's own
 behaviour applies (``all`` leaves on the mends that put back what TensorFlow 2.16 removed).
 A name that is no mend is refused where a mend is applied, except for the import mends,
-which leave it out (``import_hook`` says so in one line). Imports no TensorFlow until a mend is installed.
+which leave it out (``import_hook`` says so in one line). Imports no TensorFlow until a
+mend is installed.
 """
 from __future__ import annotations
 

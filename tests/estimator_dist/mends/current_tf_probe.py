@@ -2,8 +2,8 @@
 
     python current_tf_probe.py [--package-first]
 
-Without ``--package-first`` nothing of estimator_dist is imported: the facts are
-TensorFlow's own. With it, ``import estimator_dist`` comes before ``import tensorflow``
+Without ``--package-first`` nothing of estimator_dist is imported (the suite runs its
+children with the interpreter-start hook off): the facts are TensorFlow's own. With it, ``import estimator_dist`` comes before ``import tensorflow``
 (the order a program may use), and the facts are what the package gives back.
 """
 import json
@@ -61,6 +61,8 @@ def main():
         "estimator_training": _error(
             import_module("tensorflow.python.distribute.estimator_training")),
         "session_support": _error(import_module("tensorflow.python.tpu.session_support")),
+        "python_estimator": _error(import_module("tensorflow.python.estimator.estimator")),
+        "v1_estimator_module": _error(import_module("tensorflow.compat.v1.estimator")),
         "tensorflow_estimator": _error(import_module("tensorflow_estimator")),
         "tf_estimator": _error(lambda: tf.estimator.Estimator),
         "v1_estimator": _error(lambda: tf.compat.v1.estimator.RunConfig),
@@ -70,6 +72,7 @@ def main():
         "keras_estimator": _error(lambda: tf.keras.estimator.model_to_estimator),
         "keras_layer_names": _error(_keras_layers_in_model_fn),
         "keras": tf.keras.__name__ if hasattr(tf.keras, "__name__") else None,
+        "estimator_dist_imported": "estimator_dist" in sys.modules,
     }
     print(json.dumps(facts))
 

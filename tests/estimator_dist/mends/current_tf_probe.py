@@ -41,6 +41,24 @@ def _keras_layers_in_model_fn():
     estimator.evaluate(input_fn, steps=1)
 
 
+def _summary_without_tensorboard():
+    """``tf.summary.scalar`` with TensorBoard's import refused (as if not installed)."""
+    import importlib.abc
+
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    class Refuse(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name.split(".")[0] == "tensorboard":
+                raise ImportError(f"No module named {name!r}")
+
+    for name in [name for name in sys.modules if name.split(".")[0] == "tensorboard"]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, Refuse())
+    with tf.Graph().as_default():
+        tf.summary.scalar("loss", 1.0)
+
+
 def main():
     if "--package-first" in sys.argv:
         import estimator_dist  # noqa: F401  (imported for its mends)
@@ -73,6 +91,7 @@ def main():
         "keras_layer_names": _error(_keras_layers_in_model_fn),
         "keras": tf.keras.__name__ if hasattr(tf.keras, "__name__") else None,
         "estimator_dist_imported": "estimator_dist" in sys.modules,
+        "summary_without_tensorboard": _error(_summary_without_tensorboard),  # The last one.
     }
     print(json.dumps(facts))
 

@@ -82,6 +82,15 @@ def test_tf_has_no_python_estimator_package(plain_tf):
 
 
 @pytest.mark.slow
+def test_tf_summary_needs_tensorboard(plain_tf):
+    """setup.py requires TensorBoard on Python 3.12+ for it (TensorFlow 2.15 requires it
+    itself, and its tf.summary.scalar runs without it)."""
+    _absent_on_current(plain_tf["summary_without_tensorboard"],
+                       "TensorBoard is not installed, missing implementation for "
+                       "tf.summary.scalar")
+
+
+@pytest.mark.slow
 def test_keras_3_refuses_v1_layers_and_cells(plain_tf):
     _absent_on_current(plain_tf["dense"], "`dense` is not available with Keras 3.")
     _absent_on_current(plain_tf["basic_lstm_cell"],

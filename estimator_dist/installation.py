@@ -11,6 +11,7 @@ import site
 from typing import Callable, Mapping, Sequence
 
 import estimator_dist_startup
+from estimator_dist.mends import releases
 
 # What TensorFlow 2.15 required beside itself, which 2.16+ does not, and what of Estimator
 # code needs it (setup.py installs them on Python 3.12+).
@@ -18,6 +19,8 @@ COMPANIONS = {
     "tensorboard": "tf.summary.* in a model_fn, Estimator's own summaries",
     "tf-keras": "Keras 2: canned estimators, tf.compat.v1.layers, model_to_estimator",
 }
+# What TensorFlow 2.15 has of them itself.
+_LEGACY_OWN = {"tf-keras": "TensorFlow 2.15's tf.keras is Keras 2"}
 
 
 def _site_folders() -> list[str]:
@@ -55,10 +58,17 @@ def _version(name: str) -> str | None:
         return None
 
 
-def companions(version: Callable[[str], str | None] = _version) -> dict[str, str]:
-    """Each of ``COMPANIONS``: its version, or what goes missing without it."""
-    return {name: version(name) or f"not installed: {needs} fail"
-            for name, needs in COMPANIONS.items()}
+def companions(version: Callable[[str], str | None] = _version,
+               release: str | None = None) -> dict[str, str]:
+    """Each of ``COMPANIONS``: its version, or what goes missing without it (TensorFlow
+    ``release``, by default the one installed, may have it itself)."""
+    release = releases.tensorflow_release() if release is None else release
+    found = {}
+    for name, needs in COMPANIONS.items():
+        own = _LEGACY_OWN.get(name) if release in releases.LEGACY else None
+        found[name] = version(name) or (f"not needed: {own}" if own else
+                                        f"not installed: {needs} fail")
+    return found
 
 
 def tensorflow_distributions_fault(

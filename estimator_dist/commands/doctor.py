@@ -5,7 +5,8 @@
 Prints the versions (Python, TensorFlow, tensorflow-estimator, tf-keras, numpy,
 estimator-dist), the TensorFlow release and the mends that give it ``tf.estimator`` back
 (2.16 and later), the interpreter-start hook, what TensorFlow 2.15 installed beside itself
-(TensorBoard, Keras 2), two TensorFlow distributions over one folder, the devices (CPUs, GPUs, and the replicas a "mirrored" run would make),
+(TensorBoard, Keras 2), two TensorFlow distributions over one folder, the devices (CPUs,
+GPUs, and the replicas a "mirrored" run would make),
 the CPU features that decide mixed precision here (avx512_bf16, amx_bf16), the cluster
 source this process would use and the ``TF_CONFIG`` it resolves to (or the fault, in one
 line), every mend and whether it is active, and whether ``python -m estimator_dist.launch``

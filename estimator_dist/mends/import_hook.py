@@ -77,7 +77,8 @@ def _import_tensorflow() -> None:
 
 
 def _waiting(kind: type, name: str) -> bool:
-    return any(type(f) is kind and f._name == name for f in sys.meta_path)  # noqa: E721
+    return any(type(f) is kind and getattr(f, "_name", None) == name  # noqa: E721
+               for f in sys.meta_path)
 
 
 def install_on_import() -> None:

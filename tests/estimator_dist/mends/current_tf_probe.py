@@ -3,8 +3,9 @@
     python current_tf_probe.py [--package-first]
 
 Without ``--package-first`` nothing of estimator_dist is imported (the suite runs its
-children with the interpreter-start hook off): the facts are TensorFlow's own. With it, ``import estimator_dist`` comes before ``import tensorflow``
-(the order a program may use), and the facts are what the package gives back.
+children with the interpreter-start hook off): the facts are TensorFlow's own. With it,
+``import estimator_dist`` comes before ``import tensorflow`` (the order a program may use),
+and the facts are what the package gives back.
 """
 import json
 import sys

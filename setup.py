@@ -2,7 +2,11 @@
 import pathlib
 
 from setuptools import find_packages, setup
-from setuptools.command.editable_wheel import editable_wheel
+
+try:  # setuptools 64+, which builds editable wheels (PEP 660).
+    from setuptools.command.editable_wheel import editable_wheel
+except ImportError:
+    editable_wheel = None
 
 _HERE = pathlib.Path(__file__).parent
 
@@ -32,15 +36,18 @@ _TENSORFLOW = [
 _STARTUP_HOOK = [("../purelib", ["estimator_dist_startup.pth"])]
 
 
-class _EditableWheel(editable_wheel):
+def _editable_wheel_with_data_files():
     """setuptools' editable wheel, with the data files in it: setuptools asks the
     distribution for ``has_data``, which it does not have (``has_data_files``), and so
     leaves them out of editable installs."""
 
-    def _run_install(self, category: str) -> None:
-        super()._run_install(category)
-        if category == "data" and not hasattr(self.distribution, "has_data"):
-            self.run_command("install_data")
+    class EditableWheel(editable_wheel):
+        def _run_install(self, category):
+            super()._run_install(category)
+            if category == "data" and not hasattr(self.distribution, "has_data"):
+                self.run_command("install_data")
+
+    return {"editable_wheel": EditableWheel} if editable_wheel else {}
 
 setup(
     name="estimator-dist",
@@ -56,7 +63,7 @@ setup(
                                     "model_fns.*", "input_fns", "input_fns.*"]),
     py_modules=["estimator_dist_startup"],
     data_files=_STARTUP_HOOK,
-    cmdclass={"editable_wheel": _EditableWheel},
+    cmdclass=_editable_wheel_with_data_files(),
     # PEP 561: the packages' annotations are for their users' type checkers too.
     package_data={name: ["py.typed"] for name in ("estimator_dist", "model_fns", "input_fns")},
     python_requires=">=3.9,<3.14",

@@ -57,7 +57,32 @@ class _Finder:
                   f"not restored (turn this hook off with {VARIABLE}=0). Received: "
                   f"{type(error).__name__}: {error}", file=sys.stderr)
             return None
-        return importlib.util.find_spec(fullname)
+        spec = importlib.util.find_spec(fullname)
+        if fullname == "tensorflow" and spec is not None and spec.loader is not None:
+            spec.loader = _Tolerant(spec.loader)
+        return spec
+
+
+class _Tolerant:
+    """TensorFlow's loader, through which a failure of the mends, after TensorFlow itself
+    has loaded, is one line on stderr: a program that never imports estimator_dist keeps
+    its TensorFlow (an explicit ``import estimator_dist`` gets the error instead)."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        try:
+            self._loader.exec_module(module)
+        except Exception as error:
+            if not getattr(module, "__version__", None):  # TensorFlow's own failure.
+                raise
+            print(f"estimator_dist_startup: tf.estimator is not restored (turn this hook off "
+                  f"with {VARIABLE}=0). Received: {type(error).__name__}: {error}",
+                  file=sys.stderr)
 
 
 def install() -> None:

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import estimator_dist_startup
-from estimator_dist import installation
+from estimator_dist import installation, mends
 from estimator_dist.mends import releases
 
 _CURRENT = releases.tensorflow_release() in releases.CURRENT
@@ -57,9 +57,9 @@ def installed_hook():
     return path
 
 
-def _run(code, *, hook, timeout, cwd):
+def _run(code, *, hook, timeout, cwd, env=None):
     env = {k: v for k, v in os.environ.items()
-           if k not in (estimator_dist_startup.VARIABLE, "TF_CONFIG")}
+           if k not in (estimator_dist_startup.VARIABLE, "TF_CONFIG")} | (env or {})
     if not hook:
         env[estimator_dist_startup.VARIABLE] = "0"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -85,3 +85,22 @@ def test_program_that_never_imports_the_package_trains_an_estimator(installed_ho
     facts = json.loads(done.stdout.strip().splitlines()[-1])
     # On 2.15 TensorFlow's own Estimator serves it all; the hook steps aside.
     assert facts == {"package": _CURRENT, "same": True, "step": 1}
+
+
+@pytest.mark.both_ends
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_mends_failing_under_the_hook_leave_tensorflow_importable(installed_hook, tmp_path):
+    """A restoring mend turned off by name: tensorflow-estimator cannot import, which the
+    hook says in one line, and the program's ``import tensorflow`` still works."""
+    done = _run("import tensorflow as tf; print(hasattr(tf, 'estimator'))", hook=True,
+                timeout=240, cwd=tmp_path, env={mends.OFF_VARIABLE: "estimator_training"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == str(not _CURRENT)
+    said = [line for line in done.stderr.splitlines()
+            if line.startswith("estimator_dist_startup: ")]
+    assert len(said) == int(_CURRENT), said
+    assert all(line.startswith("estimator_dist_startup: tf.estimator is not restored (turn "
+                               "this hook off with ESTIMATOR_DIST_STARTUP_HOOK=0). Received: "
+                               "ImportError: cannot import name 'estimator_training'")
+               for line in said)

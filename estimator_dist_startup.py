@@ -57,7 +57,7 @@ class _Finder:
                   f"not restored (turn this hook off with {VARIABLE}=0). Received: "
                   f"{type(error).__name__}: {error}", file=sys.stderr)
             return None
-        spec = importlib.util.find_spec(fullname)
+        spec: Any = importlib.util.find_spec(fullname)
         if fullname == "tensorflow" and spec is not None and spec.loader is not None:
             spec.loader = _Tolerant(spec.loader)
         return spec

@@ -3,6 +3,11 @@ import pathlib
 
 from setuptools import find_packages, setup
 
+try:  # setuptools 64+, which builds editable wheels (PEP 660).
+    from setuptools.command.editable_wheel import editable_wheel
+except ImportError:
+    editable_wheel = None
+
 _HERE = pathlib.Path(__file__).parent
 
 # One coherent set of wheels per Python (docs/install.md says why):
@@ -19,7 +24,30 @@ _TENSORFLOW = [
     'tensorflow>=2.16,<2.22; python_version >= "3.12"',
     'tf-keras>=2.16,<2.22; python_version >= "3.12"',
     'numpy>=1.26; python_version >= "3.12"',
+    # What TensorFlow 2.15 required beside itself and 2.16+ does not, which Estimator code
+    # relies on: TensorBoard (tf.summary.* in a model_fn, Estimator's own summaries).
+    'tensorboard>=2.16,<2.22; python_version >= "3.12"',
 ]
+
+# The interpreter-start hook (estimator_dist_startup.py, docs/install.md): a .pth file in
+# site-packages. A data file's folder is relative to the wheel's data folder
+# (NAME.data/data), so "../purelib" is the wheel's purelib category, which pip installs into
+# site-packages, for a wheel and an editable wheel alike.
+_STARTUP_HOOK = [("../purelib", ["estimator_dist_startup.pth"])]
+
+
+def _editable_wheel_with_data_files():
+    """setuptools' editable wheel, with the data files in it: setuptools asks the
+    distribution for ``has_data``, which it does not have (``has_data_files``), and so
+    leaves them out of editable installs."""
+
+    class EditableWheel(editable_wheel):
+        def _run_install(self, category):
+            super()._run_install(category)
+            if category == "data" and not hasattr(self.distribution, "has_data"):
+                self.run_command("install_data")
+
+    return {"editable_wheel": EditableWheel} if editable_wheel else {}
 
 setup(
     name="estimator-dist",
@@ -33,6 +61,9 @@ setup(
     license="Apache-2.0",
     packages=find_packages(include=["estimator_dist", "estimator_dist.*", "model_fns",
                                     "model_fns.*", "input_fns", "input_fns.*"]),
+    py_modules=["estimator_dist_startup"],
+    data_files=_STARTUP_HOOK,
+    cmdclass=_editable_wheel_with_data_files(),
     # PEP 561: the packages' annotations are for their users' type checkers too.
     package_data={name: ["py.typed"] for name in ("estimator_dist", "model_fns", "input_fns")},
     python_requires=">=3.9,<3.14",

@@ -2,6 +2,7 @@
 import dataclasses
 import importlib
 import pathlib
+import re
 
 import pytest
 import tensorflow as tf
@@ -10,7 +11,7 @@ import estimator_dist
 from estimator_dist import mends
 from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError
-from estimator_dist.mends import catalogue, registry, releases
+from estimator_dist.mends import catalogue, import_hook, registry, releases
 
 _ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -65,6 +66,19 @@ def test_version_mismatch_refused_at_install(monkeypatch):
         estimator_dist.make_run_config("default")
 
 
+def test_version_mismatch_said_in_one_line_where_tensorflow_is_imported(monkeypatch, capsys):
+    """The import mends are installed inside ``import tensorflow`` (the start hook's, in a
+    program that never imports the package): a release never checked is said, not raised."""
+    monkeypatch.setattr(releases, "tensorflow_release", lambda: "2.22")
+    applied = []
+    monkeypatch.setattr(registry, "apply", applied.append)
+    import_hook._install_import_scope()
+    assert not applied
+    assert re.fullmatch(r"estimator_dist: tensorflow must be one of 2\.15, 2\.16-2\.21 for "
+                        r"the package's mends .*Received: tensorflow=2\.22 \(tf\.estimator is "
+                        r"not restored\)\n", capsys.readouterr().err)
+
+
 def test_estimator_release_other_than_2_15_refused(monkeypatch):
     monkeypatch.setattr(releases, "_versions", lambda: {"tensorflow-estimator": "2.14.0"})
     with pytest.raises(UsageError, match=r"^tensorflow-estimator must be 2\.15\.x .*"
@@ -96,9 +110,28 @@ def test_turned_off_unknown_name_lists_the_mends(monkeypatch):
         mends.turned_off()
 
 
-def test_turned_off_all_names_every_mend(monkeypatch):
+def test_turned_off_all_names_every_mend_but_the_restoring_ones(monkeypatch):
     monkeypatch.setenv(mends.OFF_VARIABLE, "all")
-    assert mends.turned_off() == frozenset(catalogue.NAMES)
+    restoring = {name for name, mend in catalogue.MENDS.items() if mend.restores}
+    assert {"estimator_api", "estimator_training", "python_estimator"} <= restoring
+    assert mends.turned_off() == frozenset(catalogue.NAMES) - restoring
+    monkeypatch.setenv(mends.OFF_VARIABLE, "all,estimator_api")
+    assert mends.turned_off() == frozenset(catalogue.NAMES) - restoring | {"estimator_api"}
+
+
+def test_turned_off_known_only_leaves_an_unknown_name_out(monkeypatch):
+    monkeypatch.setenv(mends.OFF_VARIABLE, "early_stoping,divergence_check")
+    assert registry.turned_off(known_only=True) == {"divergence_check"}
+    assert registry.unknown_off_names().endswith(
+        "Received: ESTIMATOR_DIST_MENDS_OFF='early_stoping,divergence_check'")
+    monkeypatch.setenv(mends.OFF_VARIABLE, "divergence_check")
+    assert registry.unknown_off_names() is None
+
+
+def test_restoring_mends_are_the_import_mends_of_current_tensorflow_only():
+    for mend in catalogue.MENDS.values():
+        assert not mend.restores or (mend.scope == "import"
+                                     and mend.tensorflow == releases.CURRENT), mend.name
 
 
 def test_turned_off_strategy_mend_leaves_the_strategy_as_tensorflow_builds_it(monkeypatch):

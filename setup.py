@@ -2,6 +2,7 @@
 import pathlib
 
 from setuptools import find_packages, setup
+from setuptools.command.editable_wheel import editable_wheel
 
 _HERE = pathlib.Path(__file__).parent
 
@@ -19,7 +20,27 @@ _TENSORFLOW = [
     'tensorflow>=2.16,<2.22; python_version >= "3.12"',
     'tf-keras>=2.16,<2.22; python_version >= "3.12"',
     'numpy>=1.26; python_version >= "3.12"',
+    # What TensorFlow 2.15 required beside itself and 2.16+ does not, which Estimator code
+    # relies on: TensorBoard (tf.summary.* in a model_fn, Estimator's own summaries).
+    'tensorboard>=2.16,<2.22; python_version >= "3.12"',
 ]
+
+# The interpreter-start hook (estimator_dist_startup.py, docs/install.md): a .pth file in
+# site-packages. A data file's folder is relative to the wheel's data folder
+# (NAME.data/data), so "../purelib" is the wheel's purelib category, which pip installs into
+# site-packages, for a wheel and an editable wheel alike.
+_STARTUP_HOOK = [("../purelib", ["estimator_dist_startup.pth"])]
+
+
+class _EditableWheel(editable_wheel):
+    """setuptools' editable wheel, with the data files in it: setuptools asks the
+    distribution for ``has_data``, which it does not have (``has_data_files``), and so
+    leaves them out of editable installs."""
+
+    def _run_install(self, category: str) -> None:
+        super()._run_install(category)
+        if category == "data" and not hasattr(self.distribution, "has_data"):
+            self.run_command("install_data")
 
 setup(
     name="estimator-dist",
@@ -33,6 +54,9 @@ setup(
     license="Apache-2.0",
     packages=find_packages(include=["estimator_dist", "estimator_dist.*", "model_fns",
                                     "model_fns.*", "input_fns", "input_fns.*"]),
+    py_modules=["estimator_dist_startup"],
+    data_files=_STARTUP_HOOK,
+    cmdclass={"editable_wheel": _EditableWheel},
     # PEP 561: the packages' annotations are for their users' type checkers too.
     package_data={name: ["py.typed"] for name in ("estimator_dist", "model_fns", "input_fns")},
     python_requires=">=3.9,<3.14",

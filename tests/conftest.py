@@ -9,6 +9,10 @@ import subprocess
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The suite's child processes import estimator_dist where they say so, and the plain
+# TensorFlow probes show TensorFlow's own behaviour: the interpreter-start hook is off for
+# them (tests/test_estimator_dist_startup.py turns it on where it tests it).
+os.environ["ESTIMATOR_DIST_STARTUP_HOOK"] = "0"
 
 from tests.support import REPO_ROOT, TF1_BEHAVIOUR_ENV, run_python  # noqa: E402
 

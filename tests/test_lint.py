@@ -10,8 +10,9 @@ import sys
 
 from tests.support import REPO_ROOT
 
-# What pyproject.toml's [tool.mypy] files names: the packages and the benchmark scripts.
-_TYPED = ("estimator_dist", "model_fns", "input_fns", "benchmarks")
+# What pyproject.toml's [tool.mypy] files names: the packages, the interpreter-start hook
+# and the benchmark scripts.
+_TYPED = ("estimator_dist", "estimator_dist_startup.py", "model_fns", "input_fns", "benchmarks")
 
 
 def test_ruff_finds_nothing():

@@ -4,7 +4,9 @@
 
 Prints the versions (Python, TensorFlow, tensorflow-estimator, tf-keras, numpy,
 estimator-dist), the TensorFlow release and the mends that give it ``tf.estimator`` back
-(2.16 and later), the devices (CPUs, GPUs, and the replicas a "mirrored" run would make),
+(2.16 and later), the interpreter-start hook, what TensorFlow 2.15 installed beside itself
+(TensorBoard, Keras 2), two TensorFlow distributions over one folder, the devices (CPUs,
+GPUs, and the replicas a "mirrored" run would make),
 the CPU features that decide mixed precision here (avx512_bf16, amx_bf16), the cluster
 source this process would use and the ``TF_CONFIG`` it resolves to (or the fault, in one
 line), every mend and whether it is active, and whether ``python -m estimator_dist.launch``
@@ -130,12 +132,17 @@ def isolation() -> dict[str, Any]:
 
 
 def tensorflow_state() -> dict[str, Any]:
-    """The TensorFlow release in use, and the mends that give it ``tf.estimator`` back."""
-    from estimator_dist import mends
+    """The TensorFlow release in use, the mends that give it ``tf.estimator`` back, the
+    interpreter-start hook, what TensorFlow 2.15 installed beside itself, and a
+    ``tensorflow/`` folder two distributions installed."""
+    from estimator_dist import installation, mends
 
     restoring = [name for name, mend in mends.MENDS.items()
                  if mend.scope == "import" and name in mends.installed()]
-    return {"release": mends.tensorflow_release(), "estimator_restored_by": restoring}
+    return {"release": mends.tensorflow_release(), "estimator_restored_by": restoring,
+            "startup_hook": installation.startup_hook_state(),
+            "companions": installation.companions(),
+            "distributions_fault": installation.tensorflow_distributions_fault()}
 
 
 def report() -> dict[str, Any]:
@@ -169,7 +176,11 @@ def format_report(facts: Mapping[str, Any]) -> str:
               "tf.estimator " + ("restored (tensorflow-estimator 2.15.0) by mends "
                                  + ", ".join(tf_state["estimator_restored_by"])
                                  if tf_state["estimator_restored_by"]
-                                 else "TensorFlow's own")]
+                                 else "TensorFlow's own"),
+              f"startup hook {tf_state['startup_hook']}"]
+    lines += [f"{name:<13}{state}" for name, state in tf_state["companions"].items()]
+    if tf_state["distributions_fault"]:
+        lines.append(f"fault        {tf_state['distributions_fault']}")
     dev, cpu = facts["devices"], facts["cpu"]
     lines += ["", "## devices", f"cpus         {dev['cpus']} ({cpu['model'] or 'model unknown'})",
               f"physical     {', '.join(dev['physical'])}",

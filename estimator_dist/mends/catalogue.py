@@ -67,6 +67,9 @@ class Mend:
         where its caller asks for it, never by ``install_for``.
       tensorflow: the TensorFlow releases it is checked on and installed on.
       elsewhere: why it is not installed on the other supported releases.
+      restores: it puts back a name TensorFlow 2.16 removed (``tf.estimator``, a module
+        tensorflow-estimator imports): ``ESTIMATOR_DIST_MENDS_OFF=all`` leaves it on, since
+        TensorFlow's own behaviour there is no Estimator at all; naming it turns it off.
     """
 
     name: str
@@ -78,6 +81,7 @@ class Mend:
     needs: tuple[str, ...] | None
     tensorflow: tuple[str, ...] = SUPPORTED
     elsewhere: str = ""
+    restores: bool = False
 
     @property
     def turn_off(self) -> str:
@@ -101,6 +105,7 @@ MENDS = {mend.name: mend for mend in (
              "test_tf_export_has_no_estimator_api_name",
         changes="tf_export.ESTIMATOR_API_NAME and its API_ATTRS / API_ATTRS_V1 rows",
         scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        restores=True,
     ),
     Mend(
         name="estimator_training",
@@ -113,6 +118,7 @@ MENDS = {mend.name: mend for mend in (
         changes="the module again, the package's own: RunConfig's TF_CONFIG set-up and the "
                 "distribute-coordinator glue of train_and_evaluate, train and evaluate",
         scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        restores=True,
     ),
     Mend(
         name="tpu_modules",
@@ -124,6 +130,7 @@ MENDS = {mend.name: mend for mend in (
         changes="stand-in modules under those names: they import, and any use raises one "
                 "line naming the TPU piece (TPU training and TPU embeddings need TF 2.15)",
         scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        restores=True,
     ),
     Mend(
         name="estimator_keras",
@@ -135,6 +142,7 @@ MENDS = {mend.name: mend for mend in (
         changes="tensorflow-estimator's modules, and only they, see tf.keras as tf-keras (an "
                 "import hook on the tensorflow_estimator package); the user's tf.keras stays",
         scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        restores=True,
     ),
     Mend(
         name="v1_layers",
@@ -146,6 +154,7 @@ MENDS = {mend.name: mend for mend in (
         changes="tf.compat.v1.layers and tf.compat.v1.nn.rnn_cell bound to tf-keras's legacy "
                 "modules (TF_USE_LEGACY_KERAS is not needed, tf.keras stays Keras 3)",
         scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        restores=True,
     ),
     Mend(
         name="estimator_api",
@@ -155,6 +164,20 @@ MENDS = {mend.name: mend for mend in (
         changes="tf.estimator, tf.compat.v2.estimator and tf.compat.v1.estimator bound to "
                 "tensorflow-estimator 2.15.0's API modules, unmodified",
         scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        restores=True,
+    ),
+    Mend(
+        name="python_estimator",
+        module="estimator_dist.mends.python_estimator",
+        defect="TensorFlow 2.16 removed tensorflow.python.estimator (31 alias modules onto "
+               "tensorflow-estimator, which libraries built on Estimator import): 'from "
+               "tensorflow.python.estimator import estimator' raises ModuleNotFoundError",
+        test="tests/estimator_dist/mends/test_current_tf.py::"
+             "test_tf_has_no_python_estimator_package",
+        changes="a finder serving TensorFlow 2.15's modules of that package, built as 2.15 "
+                "builds them from the unmodified tensorflow-estimator",
+        scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
+        restores=True,
     ),
     Mend(
         name="keras_3_layer_names",
@@ -181,6 +204,7 @@ MENDS = {mend.name: mend for mend in (
                 "tf_keras and TF_USE_LEGACY_KERAS=1",
         scope="import", needs=ANY, tensorflow=CURRENT,
         elsewhere="TensorFlow 2.15's tf.keras (Keras 2) has its own",
+        restores=True,
     ),
     Mend(
         name="keras_3_feature_layers",

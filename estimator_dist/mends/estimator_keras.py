@@ -114,10 +114,13 @@ def install() -> None:
     Raises:
       RuntimeError: tensorflow-estimator was imported before, with ``tf.keras`` as it was.
       ImportError: tf-keras is not installed.
+
+    The modules a failed ``import tensorflow_estimator`` left behind (TensorFlow 2.16+
+    refuses it without the other import mends) are dropped, so that it imports afresh.
     """
     if any(isinstance(finder, _Finder) for finder in sys.meta_path):
         return
-    if _PACKAGE in sys.modules:
+    if _imported(sys.modules.get(_PACKAGE)):
         raise RuntimeError(
             "tensorflow_estimator must be imported after estimator_dist on TensorFlow 2.16 "
             "and later (its Keras is routed to tf-keras as it loads): import estimator_dist "
@@ -132,4 +135,12 @@ def install() -> None:
             "tf-keras must be installed for tf.estimator on TensorFlow 2.16+ (tensorflow-"
             f"estimator's Keras): pip install 'tf-keras~={release}.0'. Received: {error}"
         ) from None
+    for name in [name for name in sys.modules if name.startswith(_PACKAGE + ".")]:
+        del sys.modules[name]  # A failed import's modules, which saw Keras 3 as tf.keras.
     sys.meta_path.insert(0, _Finder())
+
+
+def _imported(package: Any) -> bool:
+    """Whether tensorflow-estimator's package has run already (an import that is under way,
+    whose package code runs after the mends, is not)."""
+    return package is not None and not getattr(package.__spec__, "_initializing", False)

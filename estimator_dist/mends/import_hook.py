@@ -3,11 +3,15 @@ the import hook that installs the mends of scope "import".
 
 ``install_on_import()`` (called when ``estimator_dist`` is imported) installs them now
 when TensorFlow is imported already, else puts an ``AfterImport`` finder first on
-``sys.meta_path`` that installs them once TensorFlow's import has run. Nothing on
-TensorFlow 2.15.
+``sys.meta_path`` that installs them once TensorFlow's import has run, and a
+``BeforeImport`` one that imports TensorFlow before tensorflow-estimator's own package runs
+(``import tensorflow_estimator`` first: it then finds the mends it needs in place). An
+``ESTIMATOR_DIST_MENDS_OFF`` naming no mend is said in one line on stderr as they are
+installed (and refused where a strategy's mends are applied). Nothing on TensorFlow 2.15.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.util
 import sys
@@ -22,6 +26,10 @@ if TYPE_CHECKING:
 
 
 def _install_import_scope() -> None:
+    fault = registry.unknown_off_names()
+    if fault:  # Said once, where no caller could handle a refusal; the CLI refuses it later.
+        print(f"estimator_dist: {fault} (the import mends leave those names out)",
+              file=sys.stderr)
     for mend in MENDS.values():
         if mend.scope == "import":
             registry.apply(mend.name)
@@ -55,13 +63,36 @@ class AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._then()
 
 
+class BeforeImport(AfterImport):
+    """Runs ``then`` once module ``name`` is found, before its code runs (then steps
+    aside)."""
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._then()
+        self._loader.exec_module(module)
+
+
+def _import_tensorflow() -> None:
+    importlib.import_module("tensorflow")
+
+
+def _waiting(kind: type, name: str) -> bool:
+    return any(type(f) is kind and getattr(f, "_name", None) == name  # noqa: E721
+               for f in sys.meta_path)
+
+
 def install_on_import() -> None:
     """Gives TensorFlow 2.16 and later ``tf.estimator`` back (mends of scope "import"): now
-    when TensorFlow is imported, else as soon as it is. Nothing on TensorFlow 2.15."""
+    when TensorFlow is imported, else as soon as it (or tensorflow-estimator) is. Nothing
+    on TensorFlow 2.15."""
     release = releases.tensorflow_release()
     if release is None or release in releases.LEGACY:
         return
     if "tensorflow" in sys.modules:
         _install_import_scope()
-    elif not any(type(finder) is AfterImport for finder in sys.meta_path):  # noqa: E721
+        return
+    if not _waiting(AfterImport, "tensorflow"):
         sys.meta_path.insert(0, AfterImport("tensorflow", _install_import_scope))
+    if "tensorflow_estimator" not in sys.modules and \
+            not _waiting(BeforeImport, "tensorflow_estimator"):
+        sys.meta_path.insert(0, BeforeImport("tensorflow_estimator", _import_tensorflow))

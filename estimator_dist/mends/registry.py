@@ -14,7 +14,10 @@ TensorFlow 2.16 and later ``tf.estimator`` back.
 
 Turn mends off with ``ESTIMATOR_DIST_MENDS_OFF=name,name`` (or ``all``) in the
 environment: a mend turned off is neither installed nor applied, and TensorFlow's own
-behaviour applies. Imports no TensorFlow until a mend is installed.
+behaviour applies (``all`` leaves on the mends that put back what TensorFlow 2.16 removed).
+A name that is no mend is refused where a mend is applied, except for the import mends,
+which leave it out (``import_hook`` says so in one line). Imports no TensorFlow until a
+mend is installed.
 """
 from __future__ import annotations
 
@@ -31,21 +34,40 @@ _INSTALLED: dict[str, str] = {}  # name -> scope, in the order installed in this
 _NEEDS: dict[str, dict[str, Any]] = {}  # name -> what provide() gave its install().
 
 
-def turned_off(environ: Mapping[str, str] | None = None) -> frozenset[str]:
-    """The names ``ESTIMATOR_DIST_MENDS_OFF`` turns off (every one for ``all``).
+def turned_off(environ: Mapping[str, str] | None = None, *,
+               known_only: bool = False) -> frozenset[str]:
+    """The names ``ESTIMATOR_DIST_MENDS_OFF`` turns off: those it lists, and for ``all``
+    every mend but the ones that put back what TensorFlow 2.16 removed (``Mend.restores``,
+    turned off by name only).
+
+    Args:
+      environ: the environment (``os.environ`` by default).
+      known_only: leave out names that are no mend instead of refusing them (the import
+        mends, installed where no caller could handle a refusal: ``unknown_off_names``
+        says what is left out).
 
     Raises:
       UsageError: a name that is no mend, listing the valid ones.
     """
     environ = os.environ if environ is None else environ
     names = {n.strip() for n in environ.get(OFF_VARIABLE, "").split(",") if n.strip()}
-    if "all" in names:
-        return frozenset(NAMES)
-    unknown = sorted(names - set(NAMES))
-    if unknown:
+    unknown = sorted(names - set(NAMES) - {"all"})
+    if unknown and not known_only:
         raise UsageError(f"{OFF_VARIABLE} must list mends among all, {', '.join(NAMES)}. "
                          f"Received: {OFF_VARIABLE}={environ[OFF_VARIABLE]!r}")
-    return frozenset(names)
+    if "all" in names:
+        names |= {name for name, mend in MENDS.items() if not mend.restores}
+    return frozenset(names & set(NAMES))
+
+
+def unknown_off_names(environ: Mapping[str, str] | None = None) -> str | None:
+    """The refusal of ``ESTIMATOR_DIST_MENDS_OFF`` in one line when it lists a name that is
+    no mend, else None."""
+    try:
+        turned_off(environ)
+    except UsageError as error:
+        return str(error)
+    return None
 
 
 def _checked(name: str) -> Mend:
@@ -102,7 +124,7 @@ def apply(name: str, target: Any = None, *, asked: str | None = None, **options:
         was not checked on.
     """
     mend = MENDS[name]
-    if name in turned_off():
+    if name in turned_off(known_only=mend.scope == "import"):
         if asked is not None:
             raise _refused_off(name, asked)
         return False

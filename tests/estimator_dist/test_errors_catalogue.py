@@ -234,6 +234,9 @@ CATALOGUE += [
      {"loop": lambda path: os.symlink(path, path)},
      r"model_dir must be a writable directory\. Received: model_dir='.*loop/m' \('.*loop' is a "
      r"symlink loop: Too many levels of symbolic links\)"),
+    ("mends-off-unknown", [], {"ESTIMATOR_DIST_MENDS_OFF": "early_stoping"}, {},
+     r"ESTIMATOR_DIST_MENDS_OFF must list mends among all, estimator_api_name, .*\. Received: "
+     r"ESTIMATOR_DIST_MENDS_OFF='early_stoping'$"),
 ]
 _IDS = [entry[0] for entry in CATALOGUE]
 
@@ -307,7 +310,7 @@ def test_docs_list_every_entry():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("entry_id", ["unknown-flag", "config-unknown-key", "no-tpu",
-                                      "nan-loss"])
+                                      "nan-loss", "mends-off-unknown"])
 def test_cli_process_prints_one_line_and_exits_2(entry_id, python_run, recorded, tmp_path):
     _, argv, env, files, message = CATALOGUE[_IDS.index(entry_id)]
     argv, _ = _prepare(argv, files, tmp_path, recorded)

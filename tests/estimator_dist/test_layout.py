@@ -144,6 +144,7 @@ _LAYERS = (
     ("errors", "config_files", "run_record", "models", "datasets", "export", "precision",
      "checkpoint_step", "run_config_facts", "process_exit", "callables"),
     ("mends",),
+    ("installation",),
     ("hooks",),
     ("distribute",),
     ("estimator",),

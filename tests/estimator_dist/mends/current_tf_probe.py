@@ -2,9 +2,10 @@
 
     python current_tf_probe.py [--package-first]
 
-Without ``--package-first`` nothing of estimator_dist is imported: the facts are
-TensorFlow's own. With it, ``import estimator_dist`` comes before ``import tensorflow``
-(the order a program may use), and the facts are what the package gives back.
+Without ``--package-first`` nothing of estimator_dist is imported (the suite runs its
+children with the interpreter-start hook off): the facts are TensorFlow's own. With it,
+``import estimator_dist`` comes before ``import tensorflow`` (the order a program may use),
+and the facts are what the package gives back.
 """
 import json
 import sys
@@ -41,6 +42,24 @@ def _keras_layers_in_model_fn():
     estimator.evaluate(input_fn, steps=1)
 
 
+def _summary_without_tensorboard():
+    """``tf.summary.scalar`` with TensorBoard's import refused (as if not installed)."""
+    import importlib.abc
+
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    class Refuse(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name.split(".")[0] == "tensorboard":
+                raise ImportError(f"No module named {name!r}")
+
+    for name in [name for name in sys.modules if name.split(".")[0] == "tensorboard"]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, Refuse())
+    with tf.Graph().as_default():
+        tf.summary.scalar("loss", 1.0)
+
+
 def main():
     if "--package-first" in sys.argv:
         import estimator_dist  # noqa: F401  (imported for its mends)
@@ -61,6 +80,8 @@ def main():
         "estimator_training": _error(
             import_module("tensorflow.python.distribute.estimator_training")),
         "session_support": _error(import_module("tensorflow.python.tpu.session_support")),
+        "python_estimator": _error(import_module("tensorflow.python.estimator.estimator")),
+        "v1_estimator_module": _error(import_module("tensorflow.compat.v1.estimator")),
         "tensorflow_estimator": _error(import_module("tensorflow_estimator")),
         "tf_estimator": _error(lambda: tf.estimator.Estimator),
         "v1_estimator": _error(lambda: tf.compat.v1.estimator.RunConfig),
@@ -73,6 +94,8 @@ def main():
         "keras_estimator": _error(lambda: tf.keras.estimator.model_to_estimator),
         "keras_layer_names": _error(_keras_layers_in_model_fn),
         "keras": tf.keras.__name__ if hasattr(tf.keras, "__name__") else None,
+        "estimator_dist_imported": "estimator_dist" in sys.modules,
+        "summary_without_tensorboard": _error(_summary_without_tensorboard),  # The last one.
     }
     print(json.dumps(facts))
 

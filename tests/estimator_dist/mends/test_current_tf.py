@@ -13,13 +13,14 @@ import pytest
 import tensorflow as tf
 
 from estimator_dist import mends
-from estimator_dist.mends import releases
-from tests.support import run_python
+from estimator_dist.mends import catalogue, releases
+from tests.support import run_python, run_pythons
 
 # One probe of plain TensorFlow (a module fixture) serves every test: one worker runs it.
 pytestmark = [pytest.mark.both_ends, pytest.mark.xdist_group("current_tf")]
 
 _PROBE = os.path.join(os.path.dirname(__file__), "current_tf_probe.py")
+_ORDER_PROBE = os.path.join(os.path.dirname(__file__), "import_order_probe.py")
 CURRENT = mends.tensorflow_release() in releases.CURRENT
 
 
@@ -70,6 +71,26 @@ def test_tf_has_no_estimator(plain_tf):
 
 
 @pytest.mark.slow
+def test_tf_has_no_python_estimator_package(plain_tf):
+    """Nor the compat API's modules by name (``from tensorflow.compat.v1.estimator import
+    ...``); with the startup hook off no estimator_dist came in."""
+    _absent_on_current(plain_tf["python_estimator"],
+                       "No module named 'tensorflow.python.estimator'")
+    _absent_on_current(plain_tf["v1_estimator_module"],
+                       "No module named 'tensorflow.compat.v1.estimator'")
+    assert plain_tf["estimator_dist_imported"] is False
+
+
+@pytest.mark.slow
+def test_tf_summary_needs_tensorboard(plain_tf):
+    """setup.py requires TensorBoard on Python 3.12+ for it (TensorFlow 2.15 requires it
+    itself, and its tf.summary.scalar runs without it)."""
+    _absent_on_current(plain_tf["summary_without_tensorboard"],
+                       "TensorBoard is not installed, missing implementation for "
+                       "tf.summary.scalar")
+
+
+@pytest.mark.slow
 def test_keras_3_refuses_v1_layers_and_cells(plain_tf):
     _absent_on_current(plain_tf["dense"], "`dense` is not available with Keras 3.")
     _absent_on_current(plain_tf["basic_lstm_cell"],
@@ -106,11 +127,39 @@ def test_keras_3_layers_in_a_model_fn_renamed_between_graphs():
 def test_package_imported_before_tensorflow_restores_the_estimator(plain_tf):
     mended = _probe("--package-first")
     for fact in ("estimator_training", "session_support", "tensorflow_estimator",
+                 "python_estimator", "v1_estimator_module",
                  "tf_estimator", "v1_estimator", "dense", "basic_lstm_cell", "keras_estimator",
                  "keras_layer_names"):
         assert mended[fact] is None, (fact, mended[fact])
     assert mended["estimator_api_name"] == "estimator"
     assert mended["keras"] == plain_tf["keras"]  # The user's tf.keras is TensorFlow's own.
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_tensorflow_estimator_imported_before_or_after_the_package():
+    """Both orders in two processes, with ``all`` and a name that is no mend turned off:
+    ``all`` leaves the restoring mends on; the unknown name is one line at import."""
+    orders = ("package-first", "estimator-first")
+    done = run_pythons([[_ORDER_PROBE, order] for order in orders], timeout=300,
+                       env={mends.OFF_VARIABLE: "all,no_such_mend"})
+    for order, result in zip(orders, done):
+        assert result.returncode == 0, result.stderr[-2000:]
+        facts = json.loads(result.stdout.strip().splitlines()[-1])
+        assert facts["canned"] is None, (order, facts)
+        assert "Traceback" not in result.stderr
+        said = [line for line in result.stderr.splitlines() if "ESTIMATOR_DIST_MENDS_OFF" in line]
+        assert said == ([f"estimator_dist: {mends.OFF_VARIABLE} must list mends among all, "
+                         f"{', '.join(catalogue.NAMES)}. Received: {mends.OFF_VARIABLE}="
+                         "'all,no_such_mend' (the import mends leave those names out)"]
+                        if CURRENT else [])
+    package_first, estimator_first = (json.loads(r.stdout.strip().splitlines()[-1])
+                                      for r in done)
+    assert package_first["tensorflow_estimator"] is None
+    # Alone, TensorFlow 2.16+ refuses it; the package imports after the failed import.
+    _absent_on_current(estimator_first["tensorflow_estimator"],
+                       "cannot import name 'estimator_training'")
+    assert estimator_first["estimator_dist"] is None
 
 
 @pytest.mark.slow

@@ -96,9 +96,28 @@ def test_turned_off_unknown_name_lists_the_mends(monkeypatch):
         mends.turned_off()
 
 
-def test_turned_off_all_names_every_mend(monkeypatch):
+def test_turned_off_all_names_every_mend_but_the_restoring_ones(monkeypatch):
     monkeypatch.setenv(mends.OFF_VARIABLE, "all")
-    assert mends.turned_off() == frozenset(catalogue.NAMES)
+    restoring = {name for name, mend in catalogue.MENDS.items() if mend.restores}
+    assert {"estimator_api", "estimator_training", "python_estimator"} <= restoring
+    assert mends.turned_off() == frozenset(catalogue.NAMES) - restoring
+    monkeypatch.setenv(mends.OFF_VARIABLE, "all,estimator_api")
+    assert mends.turned_off() == frozenset(catalogue.NAMES) - restoring | {"estimator_api"}
+
+
+def test_turned_off_known_only_leaves_an_unknown_name_out(monkeypatch):
+    monkeypatch.setenv(mends.OFF_VARIABLE, "early_stoping,divergence_check")
+    assert registry.turned_off(known_only=True) == {"divergence_check"}
+    assert registry.unknown_off_names().endswith(
+        "Received: ESTIMATOR_DIST_MENDS_OFF='early_stoping,divergence_check'")
+    monkeypatch.setenv(mends.OFF_VARIABLE, "divergence_check")
+    assert registry.unknown_off_names() is None
+
+
+def test_restoring_mends_are_the_import_mends_of_current_tensorflow_only():
+    for mend in catalogue.MENDS.values():
+        assert not mend.restores or (mend.scope == "import"
+                                     and mend.tensorflow == releases.CURRENT), mend.name
 
 
 def test_turned_off_strategy_mend_leaves_the_strategy_as_tensorflow_builds_it(monkeypatch):

@@ -6,6 +6,10 @@ estimator_dist line), "mirrored" (the config line changed) and "multi_worker" (t
 workers by the launcher). Under a strategy each program first hands the library's own
 input_fn to ``train`` and prints the refusal, which must name that function and its file.
 
+The programs import the library before anything of estimator_dist, as users' programs do:
+on TensorFlow 2.16+ ``tf.estimator`` and ``tensorflow.python.estimator`` come from the
+interpreter-start hook, which the suite turns off elsewhere and on here.
+
 deepctr is in the ``test`` extra. tensorflow-ranking pins ``tensorflow<2.16`` (pip refuses
 it on Python 3.12 and would pull the full TensorFlow wheel beside tensorflow-cpu on 3.11),
 so it is installed here as docs/install.md says a user does it: ``pip install --no-deps``,
@@ -21,6 +25,9 @@ import sys
 
 import pytest
 
+import estimator_dist_startup
+from estimator_dist import installation
+from estimator_dist.mends import releases
 from tests.support import REPO_ROOT, run_pythons
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_ends, pytest.mark.timeout(900)]
@@ -46,17 +53,22 @@ _REFUSED = {
 
 @pytest.fixture(scope="session")
 def library_env(tmp_path_factory):
-    """The programs' environment: tensorflow_ranking importable (``pip install --no-deps``
-    into a session folder when it is not installed)."""
+    """The programs' environment: the interpreter-start hook on, tensorflow_ranking
+    importable (``pip install --no-deps`` into a session folder when it is not installed)."""
+    current = releases.tensorflow_release() in releases.CURRENT
+    if current and installation.startup_hook_file() is None:
+        pytest.fail(f"no {estimator_dist_startup.PTH} in site-packages: the programs need "
+                    "the interpreter-start hook on this TensorFlow; pip install . (or -e .)")
+    env = {estimator_dist_startup.VARIABLE: "1"}
     if importlib.util.find_spec("tensorflow_ranking") is not None:
-        return {}
+        return env
     target = tmp_path_factory.mktemp("no_deps")
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                           "--target", str(target), _RANKING],
                          capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, f"pip install --no-deps {_RANKING}: {pip.stderr[-2000:]}"
     path = [str(target), os.environ.get("PYTHONPATH", "")]
-    return {"PYTHONPATH": os.pathsep.join(p for p in path if p)}
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
 
 
 def _outcomes(stdout):

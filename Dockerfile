@@ -14,7 +14,7 @@ FROM python:3.12-slim
 ARG TENSORFLOW=cpu
 
 WORKDIR /opt/estimator-dist
-COPY setup.py README.md ./
+COPY setup.py README.md estimator_dist_startup.py estimator_dist_startup.pth ./
 COPY estimator_dist estimator_dist
 COPY model_fns model_fns
 COPY input_fns input_fns

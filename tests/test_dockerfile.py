@@ -29,7 +29,8 @@ def _setup_call():
             else ast.literal_eval(node))
 
     return {keyword.arg: value(keyword.value) for keyword in call.keywords
-            if keyword.arg in ("version", "install_requires", "python_requires")}
+            if keyword.arg in ("version", "install_requires", "python_requires",
+                               "py_modules", "data_files")}
 
 
 def _requirements(pins, python):
@@ -74,6 +75,23 @@ def test_dockerfile_gpu_pins_match_setup_py():
     assert gpu["tensorflow[and-cuda]"] == required["tensorflow"] == ">=2.16,<2.22"
     assert required["tf-keras"] == required["tensorflow"]
     assert required["tensorflow-estimator"] == "==2.15.0"
+
+
+def test_dockerfile_copies_the_files_setup_py_installs_beside_the_packages():
+    """The interpreter-start hook's module and .pth file."""
+    call = _setup_call()
+    files = [f"{name}.py" for name in call["py_modules"]]
+    files += [path for _, paths in call["data_files"] for path in paths]
+    copied = {name for line in _dockerfile().splitlines() if line.startswith("COPY ")
+              for name in line.split()[1:-1]}
+    assert files and set(files) <= copied
+
+
+def test_setup_py_requires_tensorboard_beside_current_tensorflow():
+    """TensorFlow 2.15 requires it itself; 2.16+ does not (test_installation.py)."""
+    current = _requirements(_setup_call()["install_requires"], "3.12")
+    assert current["tensorboard"] == current["tensorflow"]
+    assert "tensorboard" not in _requirements(_setup_call()["install_requires"], "3.11")
 
 
 def test_setup_py_installs_one_tensorflow_per_python():

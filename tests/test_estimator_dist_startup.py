@@ -66,6 +66,7 @@ def _run(code, *, hook, timeout, cwd):
                           timeout=timeout, env=env, cwd=cwd)
 
 
+@pytest.mark.timeout(120)
 def test_hook_imports_nothing_at_start(installed_hook, tmp_path):
     on, off = (_run(_MODULES, hook=hook, timeout=60, cwd=tmp_path) for hook in (True, False))
     assert on.returncode == off.returncode == 0, on.stderr + off.stderr

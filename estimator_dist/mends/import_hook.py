@@ -26,10 +26,17 @@ if TYPE_CHECKING:
 
 
 def _install_import_scope() -> None:
+    """Installs the import mends. What would refuse them is said in one line on stderr
+    instead, here where no caller could handle a refusal (an ``import tensorflow``); the
+    calls that apply the other mends refuse it (the CLI in one line)."""
     fault = registry.unknown_off_names()
-    if fault:  # Said once, where no caller could handle a refusal; the CLI refuses it later.
+    if fault:
         print(f"estimator_dist: {fault} (the import mends leave those names out)",
               file=sys.stderr)
+    fault = releases.version_fault()
+    if fault:
+        print(f"estimator_dist: {fault} (tf.estimator is not restored)", file=sys.stderr)
+        return
     for mend in MENDS.values():
         if mend.scope == "import":
             registry.apply(mend.name)

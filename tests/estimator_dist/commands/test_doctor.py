@@ -32,6 +32,9 @@ def test_doctor_fresh_process_names_a_broken_tf_config(python_run):
     else:
         assert restored.startswith("restored (tensorflow-estimator 2.15.0) by mends ")
         assert "estimator_api" in restored and "estimator_training" in restored
+    assert re.search(r"^startup hook (not installed|off|steps aside|on)", result.stdout, re.M)
+    assert re.search(r"^tensorboard +\S", result.stdout, re.M)
+    assert "\nfault        tensorflow/ must come from one distribution" not in result.stdout
     for line in ("## devices", "## cpu features", "avx512_bf16", "## launcher isolation"):
         assert line in result.stdout
     assert all(f"\n{name} " in result.stdout for name in mends.MENDS)

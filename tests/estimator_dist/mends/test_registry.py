@@ -2,6 +2,7 @@
 import dataclasses
 import importlib
 import pathlib
+import re
 
 import pytest
 import tensorflow as tf
@@ -10,7 +11,7 @@ import estimator_dist
 from estimator_dist import mends
 from estimator_dist.distribute import strategies, strategy_table
 from estimator_dist.errors import UsageError
-from estimator_dist.mends import catalogue, registry, releases
+from estimator_dist.mends import catalogue, import_hook, registry, releases
 
 _ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -63,6 +64,19 @@ def test_version_mismatch_refused_at_install(monkeypatch):
                                          r"mend 'early_stopping' .*ESTIMATOR_DIST_MENDS_OFF="
                                          r"early_stopping\)\. Received: tensorflow=2\.22$"):
         estimator_dist.make_run_config("default")
+
+
+def test_version_mismatch_said_in_one_line_where_tensorflow_is_imported(monkeypatch, capsys):
+    """The import mends are installed inside ``import tensorflow`` (the start hook's, in a
+    program that never imports the package): a release never checked is said, not raised."""
+    monkeypatch.setattr(releases, "tensorflow_release", lambda: "2.22")
+    applied = []
+    monkeypatch.setattr(registry, "apply", applied.append)
+    import_hook._install_import_scope()
+    assert not applied
+    assert re.fullmatch(r"estimator_dist: tensorflow must be one of 2\.15, 2\.16-2\.21 for "
+                        r"the package's mends .*Received: tensorflow=2\.22 \(tf\.estimator is "
+                        r"not restored\)\n", capsys.readouterr().err)
 
 
 def test_estimator_release_other_than_2_15_refused(monkeypatch):

@@ -134,8 +134,8 @@ def _warn_whole_batches(result: Any, num_replicas: int,
                  f"({batch} x {num_replicas})")
         fix = str(batch)
     warnings.warn(
-        f"input_fn {input_fn} does not use input_context: each of the {num_replicas} replicas receives "
-        f"{sizes}; accept `input_context` and batch by "
+        f"input_fn {input_fn} does not use input_context: each of the {num_replicas} "
+        f"replicas receives {sizes}; accept `input_context` and batch by "
         f"`input_context.get_per_replica_batch_size({fix})` to keep a global batch of {fix}.",
         GlobalBatchWarning, stacklevel=2)
 

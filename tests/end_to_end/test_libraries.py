@@ -118,9 +118,9 @@ def _check_ranking(result, strategy):
 
 _CHECKS = {"deepctr": _check_deepctr, "ranking": _check_ranking}
 _DEEPCTR_TWO_WORKERS = pytest.mark.xfail(
-    strict=True, reason="deepctr's DeepFMEstimator on two workers: the workers' training "
-    "graphs build different collectives ('Shape mismatch in the collective instance'), on "
-    "TensorFlow 2.15 and current alike (docs/legacy.md)")
+    strict=True, reason="deepctr's DeepFMEstimator on two workers: 'Shape mismatch in the "
+    "collective instance' at the divergence check's first all-reduce, on TensorFlow 2.15 "
+    "and current alike (docs/legacy.md, 'Libraries built on Estimator')")
 
 
 def _cases():

@@ -77,7 +77,11 @@ setup(
     extras_require={
         "report": ["matplotlib>=3.5"],
         "test": ["pytest>=7,<9", "pytest-timeout>=2.1", "pytest-xdist>=3.5", "matplotlib>=3.5",
-                 "pandas>=1.3,<3", "ruff>=0.5", "mypy>=1.10"],
+                 "pandas>=1.3,<3", "ruff>=0.5", "mypy>=1.10",
+                 # A library built on Estimator (tests/end_to_end/test_libraries.py); it
+                 # pins no TensorFlow. tensorflow-ranking, which pins tensorflow<2.16, is
+                 # installed by that test with --no-deps (docs/install.md).
+                 "deepctr==0.9.4"],
     },
     entry_points={
         "console_scripts": [

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from estimator_dist import callables
 from estimator_dist.errors import UsageError
 
 _warned: set[tuple[str, int, int | None]] = set()
@@ -95,7 +96,16 @@ def _queue_based(result: Any) -> bool:
                for t in tf.nest.flatten(result))
 
 
-def _check_result(result: Any) -> None:
+def user_input_fn(input_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The user's input_fn inside the one a strategy is handed: Estimator hands
+    ``lambda input_context: self._call_input_fn(input_fn, mode, input_context)``."""
+    inner = callables.closure_value(input_fn, "input_fn")
+    return input_fn if inner is None else user_input_fn(inner)
+
+
+def _check_result(result: Any, input_fn: str = "the input_fn") -> None:
+    """Raises unless ``result`` is what a strategy consumes; ``input_fn`` names the
+    function that returned it (``callables.describe``)."""
     if isinstance(result, tf.data.Dataset) or callable(result):
         return
     if _queue_based(result):
@@ -103,14 +113,15 @@ def _check_result(result: Any) -> None:
             "input_fn must return a tf.data.Dataset under a distribution strategy, and "
             "tf.estimator.inputs builds queue-based tensors: use input_fns.numpy_input_fn / "
             "input_fns.pandas_input_fn (same arguments) instead. Received: queue-based "
-            f"{type(result).__name__} of tensors")
+            f"{type(result).__name__} of tensors from {input_fn}")
     raise UsageError(
         "input_fn must return a tf.data.Dataset under a distribution strategy. Received: "
-        f"{type(result).__name__} of tensors; return the Dataset itself instead of "
-        "make_one_shot_iterator(dataset).get_next()")
+        f"{type(result).__name__} of tensors from {input_fn}; return the Dataset itself "
+        "instead of make_one_shot_iterator(dataset).get_next()")
 
 
-def _warn_whole_batches(result: Any, num_replicas: int) -> None:
+def _warn_whole_batches(result: Any, num_replicas: int,
+                        input_fn: str = "the input_fn") -> None:
     batch = _static_batch_size(result) if isinstance(result, tf.data.Dataset) else None
     if ("global_batch", num_replicas, batch) in _warned:
         return
@@ -123,8 +134,8 @@ def _warn_whole_batches(result: Any, num_replicas: int) -> None:
                  f"({batch} x {num_replicas})")
         fix = str(batch)
     warnings.warn(
-        f"input_fn does not use input_context: each of the {num_replicas} replicas receives "
-        f"{sizes}; accept `input_context` and batch by "
+        f"input_fn {input_fn} does not use input_context: each of the {num_replicas} "
+        f"replicas receives {sizes}; accept `input_context` and batch by "
         f"`input_context.get_per_replica_batch_size({fix})` to keep a global batch of {fix}.",
         GlobalBatchWarning, stacklevel=2)
 
@@ -137,9 +148,10 @@ def checked_input_fn(input_fn: Callable[[tf.distribute.InputContext], Any],
         watched = _WatchedInputContext(input_context)
         _batch_size_reads.clear()
         result = input_fn(watched)
-        _check_result(result)
+        name = callables.describe(user_input_fn(input_fn))
+        _check_result(result, name)
         if not (watched.consulted or _batch_size_reads):
-            _warn_whole_batches(result, num_replicas)
+            _warn_whole_batches(result, num_replicas, name)
         return result
 
     return wrapped

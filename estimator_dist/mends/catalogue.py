@@ -207,6 +207,20 @@ MENDS = {mend.name: mend for mend in (
         restores=True,
     ),
     Mend(
+        name="keras_3_feature_layers",
+        module="estimator_dist.mends.keras_3_feature_layers",
+        defect="Keras 3 has no feature-column layers: tf.keras.layers.DenseFeatures, "
+               "tf.compat.v1.keras.layers.DenseFeatures, tf.keras.experimental."
+               "SequenceFeatures and LinearModel in a model_fn raise AttributeError",
+        test="tests/estimator_dist/mends/test_current_tf.py::"
+             "test_keras_3_has_no_feature_column_layers",
+        changes="tf-keras's DenseFeatures, SequenceFeatures and LinearModel added to Keras "
+                "3's tf.keras.layers and tf.keras.experimental where missing (no name "
+                "replaced; tf.keras stays Keras 3)",
+        scope="import", needs=ANY, tensorflow=CURRENT,
+        elsewhere="TensorFlow 2.15's tf.keras (Keras 2) has them",
+    ),
+    Mend(
         name="early_stopping",
         module="estimator_dist.mends.early_stopping",
         defect="make_early_stopping_hook takes its multi-worker branch under any strategy: "

@@ -103,6 +103,14 @@ def test_keras_3_has_no_dense_features(plain_tf):
 
 
 @pytest.mark.slow
+def test_keras_3_has_no_feature_column_layers(plain_tf):
+    for fact in ("dense_features", "v1_dense_features"):
+        _absent_on_current(plain_tf[fact], "has no attribute 'DenseFeatures'")
+    for fact in ("sequence_features", "linear_model"):
+        _absent_on_current(plain_tf[fact], "has no attribute 'experimental'")
+
+
+@pytest.mark.slow
 def test_keras_3_has_no_model_to_estimator(plain_tf):
     _absent_on_current(plain_tf["keras_estimator"], "has no attribute 'estimator'")
 

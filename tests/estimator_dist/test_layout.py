@@ -142,7 +142,7 @@ def test_launcher_imports_nothing_that_starts_threads(module):
 _LAYERS = (
     _STANDALONE,
     ("errors", "config_files", "run_record", "models", "datasets", "export", "precision",
-     "checkpoint_step", "run_config_facts", "process_exit"),
+     "checkpoint_step", "run_config_facts", "process_exit", "training_end"),
     ("mends",),
     ("hooks",),
     ("distribute",),

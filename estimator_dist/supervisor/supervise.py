@@ -173,18 +173,18 @@ def _report(end: End, restart: int, spec: LaunchSpec) -> int:
 
 
 def cause_line(end: End) -> str | None:
-    """The launcher's last line after a failed run: ``launch: worker 0 failed (exit 1):
-    <the task's last line on stderr>``; None for other ends. A task a signal killed
-    (``SIGKILL``: the OOM killer, a lost machine) wrote no line of its own."""
-    if end.outcome != "failed" or end.task is None:
+    """The launcher's last line after a task failed: ``launch: worker 0 failed (exit 1):
+    <the task's last line on stderr>``; None for other ends (a ps that exited 0 while
+    needed has no error line: the launcher's first line says it all). A task a signal
+    killed (``SIGKILL``: the OOM killer, a lost machine) wrote no line of its own."""
+    if end.outcome != "failed" or end.task is None or not end.task.process.returncode:
         return None
     task, code = end.task, end.task.process.returncode
     if code < 0:
         return f"launch: {task.name} failed ({_killed_by(code)})"
-    how = f"{'failed' if code else 'ended'} (exit {code})"
     if not task.last_error_line:
-        return f"launch: {task.name} {how} without a line on stderr"
-    return f"launch: {task.name} {how}: {task.last_error_line}"
+        return f"launch: {task.name} failed (exit {code}) without a line on stderr"
+    return f"launch: {task.name} failed (exit {code}): {task.last_error_line}"
 
 
 def _killed_by(code: int) -> str:

@@ -1,11 +1,11 @@
-"""A user's program under the launcher whose task 0 fails first, in one of several ways.
+"""A user's program under the launcher whose chief (worker 0 without one) fails first.
 
     python -m tests.programs.first_failure_job KIND STRATEGY MODEL_DIR
 
-KIND: "late_config" (task 0 runs a TensorFlow op before ``make_run_config``),
-"rendezvous" (task 0's rendezvous times out: its peers start 60 s late), "input_fn" or
-"model_fn" (task 0's raises), "lost_peer" (the last trainer kills itself with SIGKILL once
-the cluster has formed). The other tasks wait for task 0 (or for the lost peer) until the
+KIND: "late_config" (the chief runs a TensorFlow op before ``make_run_config``),
+"rendezvous" (its rendezvous times out: its peers start 60 s late), "input_fn" or
+"model_fn" (its own raises), "lost_peer" (the last worker kills itself with SIGKILL once
+the cluster has formed). The other tasks wait for it (or for the lost peer) until the
 launcher stops them. STRATEGY: "multi_worker" or "parameter_server".
 """
 import json
@@ -19,14 +19,15 @@ import tensorflow as tf
 import estimator_dist
 from tests.programs import tf1_models
 
-_TASK = json.loads(os.environ["TF_CONFIG"])["task"]
-_FIRST = _TASK["index"] == 0 and _TASK["type"] in ("worker", "chief")
+_CLUSTER, _TASK = (json.loads(os.environ["TF_CONFIG"])[key] for key in ("cluster", "task"))
+# The chief, or worker 0 where there is none.
+_FIRST = _TASK["type"] == "chief" or ("chief" not in _CLUSTER and _TASK["type"] == "worker"
+                                      and _TASK["index"] == 0)
 
 
 def _lost_peer():
-    """The last trainer of the cluster."""
-    cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
-    return _TASK["type"] == "worker" and _TASK["index"] == len(cluster["worker"]) - 1
+    """The last worker of the cluster."""
+    return _TASK["type"] == "worker" and _TASK["index"] == len(_CLUSTER["worker"]) - 1
 
 
 def _config(kind, strategy, model_dir):
@@ -35,8 +36,9 @@ def _config(kind, strategy, model_dir):
     if kind == "rendezvous" and not _FIRST:
         time.sleep(60)
     timeout = 3 if kind == "rendezvous" else 120
+    collective = {"collective_timeout": 600} if strategy == "multi_worker" else {}
     return estimator_dist.make_run_config(strategy, model_dir=model_dir,
-                                          rendezvous_timeout=timeout, collective_timeout=600)
+                                          rendezvous_timeout=timeout, **collective)
 
 
 def _model_fn(kind):

@@ -166,7 +166,9 @@ def test_ps_ending_while_trainers_run_fails_job_naming_it(code):
     why = ("ended with exit code 0 while chief 0 and worker 0 still need it" if code == 0
            else "failed with exit code 1")
     assert result.returncode == 1, result.stderr
-    assert _launch_lines(result.stderr) == [f"launch: ps 0 {why}; stopping the other tasks"]
+    cause = [] if code == 0 else ["launch: ps 0 failed (exit 1) without a line on stderr"]
+    assert _launch_lines(result.stderr) == [f"launch: ps 0 {why}; stopping the other tasks",
+                                            *cause]
     assert "done" not in result.stdout
     assert time.monotonic() - started < _ENDED_SECONDS
 
@@ -202,7 +204,8 @@ def test_evaluator_failing_is_reported_and_fails_job():
                      env={"END_ROLE": "evaluator", "END_CODE": "5"})
     assert result.returncode == 5, result.stderr
     assert _launch_lines(result.stderr) == [
-        "launch: evaluator 0 failed with exit code 5; stopping the other tasks"]
+        "launch: evaluator 0 failed with exit code 5; stopping the other tasks",
+        "launch: evaluator 0 failed (exit 5) without a line on stderr"]
 
 
 # Each task starts a child of its own (``sleep``), in its process group: it must end too.

@@ -57,8 +57,9 @@ _announce_lock = threading.Lock()
 
 
 def wait_line(remaining: float, field: str, seconds: float, max_steps: int | None,
-              evaluated_step: int | None) -> str:
-    """The line a long wait prints: how long, for which EvalSpec field, what ends it early."""
+              evaluated_step: int | None, told: bool = False) -> str:
+    """The line a long wait prints: how long, for which EvalSpec field, what ends it early
+    (``told``: the launcher will say when training ends, ``training_end``)."""
     if field == "start_delay_secs":
         before = "the first evaluation"
     elif evaluated_step is None:
@@ -70,6 +71,8 @@ def wait_line(remaining: float, field: str, seconds: float, max_steps: int | Non
                  "soon as it is written")
     else:
         early = "TrainSpec.max_steps is None, so no checkpoint is known to be the last"
+    if told:
+        early += "; the launcher's word that training has ended ends it too"
     return (f"evaluator: waiting {remaining:.0f} s (EvalSpec.{field}={seconds:g}) before "
             f"{before}; {early}")
 
@@ -166,7 +169,7 @@ class _FinalCheckpoint:
                 return
             if announce:
                 _announce(wait_line(remaining, field, value, self.max_steps,
-                                    self.evaluated_step))
+                                    self.evaluated_step, training_end.told()))
             time.sleep(min(_POLL_SECONDS, remaining))
 
 

@@ -186,3 +186,10 @@ def test_evaluator_told_training_ended_without_a_checkpoint_ends_saying_so(
 def test_start_line_says_the_dir_and_what_ends_the_loop(max_steps, told, words):
     assert evaluator_end.start_line("/runs/a", max_steps, told) == (
         f"evaluator: evaluating each new checkpoint in /runs/a {words}")
+
+
+def test_wait_line_under_the_launcher_says_training_s_end_ends_it():
+    line = evaluator_end.wait_line(30, "throttle_secs", 600, 100, 4, told=True)
+    assert line.endswith("a checkpoint at step 100 (TrainSpec.max_steps) is evaluated as "
+                         "soon as it is written; the launcher's word that training has "
+                         "ended ends it too")

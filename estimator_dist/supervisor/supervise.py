@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any, Callable, cast
 
-from estimator_dist import checkpoint_step
+from estimator_dist import checkpoint_step, ps_stop
 from estimator_dist.supervisor import isolation, reaper, restarts, tasks as tasks_lib
 from estimator_dist.supervisor.spec import LaunchSpec
 from estimator_dist.supervisor.task_ends import End, end_of
@@ -34,6 +34,7 @@ _PS_GONE_GRACE_SECONDS = 3
 # How long the launcher waits for a task's last output after the task has ended (what it
 # started may hold its streams open).
 _OUTPUT_SECONDS = 5
+
 
 
 class Forwarder:
@@ -63,19 +64,20 @@ class Forwarder:
 
 
 def _watch(tasks: list[tasks_lib.Task], deadline: float | None, forwarder: Forwarder,
-           ended: TrainingEnded) -> End:
+           ended: TrainingEnded, model_dir: str | None) -> End:
     """Waits for the run to end: the launcher got a signal, a task ends the job
     (``end_of``), every task but the ps tasks exited 0, or the deadline passed. Once every
     chief and worker has exited 0, ``ended`` says so (to the evaluator)."""
     trainers = [t for t in tasks if t.task_type in ("chief", "worker")]
     finishing = [t for t in tasks if t.task_type != "ps"]
+    since = time.time()
     while True:
         if forwarder.received:
             return End("signalled", signum=forwarder.received[0])
         for task in tasks:
             end = end_of(task, trainers)
             if end:
-                return end
+                return _stopped_by_ps(end, tasks, model_dir, since)
         if all(t.process.poll() == 0 for t in finishing):
             return End("done")
         if trainers and all(t.process.poll() == 0 for t in trainers):
@@ -83,6 +85,21 @@ def _watch(tasks: list[tasks_lib.Task], deadline: float | None, forwarder: Forwa
         if deadline and time.monotonic() > deadline:
             return End("timeout", why="running")
         time.sleep(_POLL_SECONDS)
+
+
+def _stopped_by_ps(end: End, tasks: list[tasks_lib.Task], model_dir: str | None,
+                   since: float) -> End:
+    """``end``, or where a chief or worker stopped after a ps told them it stops
+    (``ps_stop``: the signal went to the ps, which serves until they have ended), the ps's
+    stop."""
+    if end.outcome != "stopped" or end.task is None or end.task.task_type == "ps":
+        return end
+    told = ps_stop.told(model_dir, since)
+    server = next((t for t in tasks if told and t.name == told[0]), None)
+    if told is None or server is None:
+        return end
+    return End("stopped", server, f"got {told[1]}; its chief and workers stopped after their "
+                                  "step, the chief saving it", signal.Signals[told[1]])
 
 
 def _wait_to_restart(seconds: float, deadline: float | None, forwarder: Forwarder) -> End | None:
@@ -113,7 +130,7 @@ def _supervise(start: Callable[[], list[tasks_lib.Task]], spec: LaunchSpec,
         started, step = time.monotonic(), checkpoint_step.newest_step(model_dir)
         ended.reset()
         forwarder.watch(start())
-        end = _watch(forwarder.tasks, deadline, forwarder, ended)
+        end = _watch(forwarder.tasks, deadline, forwarder, ended, model_dir)
         if end.outcome != "failed":
             return end, restart
         ran = time.monotonic() - started

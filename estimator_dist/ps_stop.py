@@ -7,8 +7,9 @@ variables lived there). So on SIGTERM or SIGINT the train command's ps writes ``
 into the model dir (``announce``), then serves while the chief or a worker still answers
 (``job.stop_deadline``). The ps watch of each chief and worker (``hooks.ps_watch``) reads
 the file once a second while it trains: one written since that process started (by the
-clock) or changed since its training began stops training as the signal itself would (``hooks.preemption``), the chief saving
-the step it stopped at.
+clock) or changed since its training began stops training as the signal itself would
+(``hooks.preemption``), the chief saving the step it stopped at. The launcher reads it
+too, to name the ps whose signal stopped the job (``supervisor.supervise``).
 
 A model dir on a file system of TensorFlow's own (``gs://``, ``hdfs://``) is not written:
 the ps's signal is read in a thread that must not block, and the trainers then end as

@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Sequence
 
-from estimator_dist import config_files, models, precision, run_record
+from estimator_dist import config_files, models, precision, ps_stop, run_record
 from estimator_dist.commands import cli, logs
 from estimator_dist.job import settings as settings_lib, engines, stop_deadline
 from estimator_dist.distribute import cluster_sources, strategy_table
@@ -264,6 +264,23 @@ def _saved_words(settings: settings_lib.RunSettings) -> Callable[[], str]:
     return stop_deadline.newest_checkpoint(settings.model_dir)
 
 
+def _ps_announces(settings: settings_lib.RunSettings) -> Callable[[int], None] | None:
+    """For the stop deadline's ``on_signal``: a parameter server tells its chief and
+    workers that it stops (``ps_stop``), so that the chief saves their step while it
+    serves; None for any other task."""
+    if not settings.kind.cluster:
+        return None
+    try:
+        task = cluster_sources.task_from_env(strategy=settings.strategy)
+    except UsageError:
+        return None  # The run itself reports the missing or bad cluster.
+    if task is None or task.task_type != "ps":
+        return None
+    name, model_dir = f"ps {task.task_index}", settings.model_dir
+    return lambda signum: ps_stop.announce(
+        model_dir, f"{name} got {signal.Signals(signum).name}")
+
+
 def train_command(args: argparse.Namespace, deadline: stop_deadline.Deadline | None = None) -> int:
     """Runs the job the parsed ``args`` describe; returns the process exit code.
 
@@ -287,6 +304,7 @@ def train_command(args: argparse.Namespace, deadline: stop_deadline.Deadline | N
         model_dir=settings.model_dir or preparation.default_model_dir(settings.model))
     if deadline is not None:
         deadline.saved = _saved_words(settings)
+        deadline.on_signal = _ps_announces(settings)
     try:
         _print_summary(training.run(settings, record=record, hold_model_dir=True,
                                     on_stopped=deadline.settle if deadline else None))

@@ -22,10 +22,15 @@ A second signal while the hook waits for the step to end gives the signal its pr
 handler back and delivers it again (e.g. Ctrl-C twice stops at once). Outside a training
 session the previous handlers apply: the hook sets its own in ``begin`` and puts the
 previous ones back in ``end``.
+
+``stop_training(signum)`` stops every hook's session of the process as that signal would,
+from any thread: a parameter server told to stop tells its trainers this way
+(``ps_stop``, read by ``hooks.ps_watch``), since once it is gone they can save nothing.
 """
 from __future__ import annotations
 
 import signal
+import weakref
 from typing import Any, Iterable, Sequence, cast
 
 import tensorflow as tf
@@ -35,6 +40,10 @@ from estimator_dist.mends import internals
 v1 = tf.compat.v1
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# The hooks whose session runs now, and a stop that came while none ran, for the next
+# session to start (``stop_training``).
+_RUNNING: weakref.WeakSet[PreemptionHook] = weakref.WeakSet()
+_PENDING: list[int] = []
 
 
 class Preempted(Exception):
@@ -126,12 +135,21 @@ class PreemptionHook(tf.compat.v1.train.SessionRunHook):
         None: read it in a later hook's ``end`` or a saving listener's ``end``."""
         return self._preempted
 
+    def _running(self) -> bool:
+        # A session that ended on an error never calls end(), but its coordinator stops.
+        return self._active and not self._coord.should_stop()
+
+    def stop(self, signum: int) -> bool:
+        """Stops the session after the current step, as ``signum`` would (a signal's
+        handler runs this too); False when no session runs or one stops already."""
+        if self._running() and self._received is None:
+            self._received = signum
+            return True
+        return False
+
     def _handle(self, signum: int, frame: Any) -> None:
         del frame  # Unused.
-        # A session that ended on an error never calls end(), but its coordinator stops.
-        running = self._active and not self._coord.should_stop()
-        if running and self._received is None:
-            self._received = signum
+        if self.stop(signum):
             return
         # A second signal, or one outside a session: the previous handler takes it.
         self._restore(signum)
@@ -164,6 +182,9 @@ class PreemptionHook(tf.compat.v1.train.SessionRunHook):
         self._active, self._received, self._stopping = True, None, False
         self._preempted = None
         self._runs = 0
+        _RUNNING.add(self)
+        if _PENDING:  # Stopped while the session was being created: after its first step.
+            self._received = _PENDING.pop()
 
     def _votes_now(self) -> bool:
         return self._vote is not None and self._runs % self._sync_every_runs == 0
@@ -190,6 +211,7 @@ class PreemptionHook(tf.compat.v1.train.SessionRunHook):
 
     def end(self, session: tf.compat.v1.Session) -> None:
         self._active = False
+        _RUNNING.discard(self)
         for signum in list(self._previous):
             self._restore(signum)
         if not self._stopping:
@@ -199,3 +221,12 @@ class PreemptionHook(tf.compat.v1.train.SessionRunHook):
         # The coordinator raises it when the session closes: after every hook's end, so
         # after the CheckpointSaverHook's final save whatever the order of the hooks.
         self._coord.request_stop((Preempted, error, None))
+
+
+def stop_training(signum: int) -> None:
+    """Stops every running session of the process that has a ``PreemptionHook`` after its
+    current step, as ``signum`` would (the chief saving that step); with none running
+    (a session being created), the next to start, after its first step. Safe from any
+    thread."""
+    if not any([hook.stop(signum) for hook in list(_RUNNING)]):
+        _PENDING[:] = [signum]

@@ -22,6 +22,12 @@ one line naming the ps and what this task leaves saved, and ends the process wit
 TensorFlow, where no exception reaches it). Outside training (before it, after it,
 between two ``train`` calls) the thread asks nothing and ends nothing.
 
+A ps told to stop (SIGTERM, SIGINT: a cluster manager's, the user's) says so first
+(``ps_stop``) and serves on while the chief or a worker answers: the thread reads that
+word in the model dir each round, and stops training after the current step as the
+signal would (``preemption.stop_training``), with one line; the chief saves the step,
+and the task ends as on its own signal (the train command: exit code 128 + signal).
+
 A ps that is merely slow is not declared gone: its gRPC server answers the probe while
 its ops run, so only a process that answers no connection for ``SILENT_SECONDS`` in a
 row is. The price: a ps restarted in place within those seconds does not get the
@@ -32,14 +38,16 @@ The evaluator is not watched: it reads the chief's checkpoints, not the ps.
 """
 from __future__ import annotations
 
+import signal
+import sys
 import threading
 import time
 from typing import Any, Mapping, Protocol, Sequence
 
 import tensorflow as tf
 
-from estimator_dist import process_exit
-from estimator_dist.hooks import peer_failure
+from estimator_dist import process_exit, ps_stop
+from estimator_dist.hooks import peer_failure, preemption
 from estimator_dist.mends import internals
 
 
@@ -61,6 +69,10 @@ class _Watch:
         self.me: Any = None  # Set by watch(), before the thread starts.
         # ps name -> (monotonic time of its first failed probe, states)
         self.failing: dict[str, tuple[float, set[str]]] = {}
+        # The model dir's ps_stop file as this training found it: (text,) once read.
+        self.stop_before: tuple[str | None, ...] = ()
+        self.stopped_on: str | None = None  # The ps_stop text that stopped training.
+        self.started = 0.0  # When watch() was called (time.time()).
 
 
 _WATCH = _Watch()
@@ -141,14 +153,38 @@ def _probe(ps: Sequence[tuple[str, str, str]],
     return gone, longest
 
 
+def stopping_line(me: str, why: str) -> str:
+    """The line printed when a ps's word to stop (``why``) stops this task's training."""
+    saves = "and saves it" if me.startswith("chief") else "(the chief saves it)"
+    return (f"ps_watch: {me} stops training after this step {saves}: {why} (the variables "
+            "live there)")
+
+
+def _stop_if_told(watch: _Watch, model_dir: str | None) -> None:
+    """Stops training once the model dir's ``ps_stop`` file is new: written since this
+    process began watching (by the clock), or changed since its training began."""
+    now = ps_stop.state(model_dir)
+    if not watch.stop_before:
+        watch.stop_before = (now,)
+    if now is None or now == watch.stopped_on:
+        return
+    if now != watch.stop_before[0] or ps_stop.written_at(now) >= watch.started:
+        watch.stopped_on = now
+        preemption.stop_training(signal.SIGTERM)
+        print(stopping_line(watch.me, ps_stop.words(now)), file=sys.stderr, flush=True)
+
+
 def check(watch: _Watch) -> str | None:
     """One round of ``watch``'s thread: the line to end the process with, or None. Outside
-    training it asks no ps and forgets past failures."""
+    training it asks no ps and forgets past failures and the ps_stop file's state."""
     with watch.lock:
         ps, me, failing = watch.ps, watch.me, watch.failing
-    if internals.estimator_training() is None:
+    training = internals.estimator_training()
+    if training is None:
         failing.clear()
+        watch.stop_before = ()
         return None
+    _stop_if_told(watch, training[1])
     gone, seconds = _probe(ps, failing)
     training = internals.estimator_training()
     if not gone or training is None:  # Training ended while the ps were asked.
@@ -175,6 +211,7 @@ def watch(tf_config: TaskConfig) -> None:
         _WATCH.ps = tuple(ps_tasks(tf_config.cluster))
         _WATCH.me = f"{tf_config.task_type} {tf_config.task_index}"
         _WATCH.failing = {}
+        _WATCH.started = time.time()
         if _WATCH.thread is None and _WATCH.ps:
             _WATCH.thread = threading.Thread(target=_run, args=(_WATCH,), name="ps-watch",
                                              daemon=True)

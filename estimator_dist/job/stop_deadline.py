@@ -9,9 +9,11 @@ is gone. Kubernetes sends SIGKILL 30 s after SIGTERM, so such a task must end by
 C-level handler writes the signal's number there from whatever thread the signal lands
 in, and a daemon thread reads it. Then:
 
-- a parameter server (``linger_while`` given) keeps serving while the chief or a worker
-  still answers on its port, so that they finish the step and the chief saves the
-  variables it holds, and exits ``128 + signal`` once none answers, or after the bound;
+- a parameter server (``linger_while`` given) first tells its chief and workers
+  (``Deadline.on_signal``: the train command's writes ``ps_stop``'s file, which makes
+  them stop after their step), then keeps serving while the chief or a worker still
+  answers on its port, so that they finish the step and the chief saves the variables
+  it holds, and exits ``128 + signal`` once none answers, or after the bound;
 - any other task has until the bound to end through its own handler (``PreemptionHook``
   saves the step); still running then, it exits ``128 + signal`` with one line that says
   what it leaves saved (``Deadline.saved``): the model dir's newest checkpoint, which
@@ -54,10 +56,14 @@ class Deadline:
         or ``WRITES_NO_CHECKPOINTS``. It is called at the bound, so it sees the
         checkpoint saved after the signal.
       stopped, has_saved: the callables given to ``settle``.
+      on_signal: None, or a callable run with the signal's number in the watcher thread
+        as the signal arrives, e.g. a parameter server telling its trainers
+        (``ps_stop.announce``); what it raises is left unsaid.
     """
 
     def __init__(self) -> None:
         self.saved: Callable[[], str | None] | None = None
+        self.on_signal: Callable[[int], None] | None = None
         self._settled = threading.Event()
         self.stopped: Any  # ``stopped()`` once settled.
         self.has_saved: Callable[[], bool] | None
@@ -153,6 +159,15 @@ def _saved(deadline: Deadline) -> bool:
         return False  # The bound still ends it.
 
 
+def _tell(deadline: Deadline, signum: int) -> None:
+    """Runs ``deadline.on_signal``, whatever it raises (the bound must still hold)."""
+    try:
+        if deadline.on_signal is not None:
+            deadline.on_signal(signum)
+    except Exception:  # Whatever the caller's function raises.
+        pass
+
+
 def _wait_for_signal(read_fd: int) -> int | None:
     """The first SIGTERM or SIGINT written to ``read_fd``; None once it is closed."""
     while True:
@@ -175,6 +190,7 @@ def _watch(read_fd: int, prog: str, bound: float, linger_while: Callable[[], boo
         os.close(read_fd)
         return
     started = time.monotonic()
+    _tell(deadline, signum)
     if linger_while is None:
         _bound_stop(prog, signum, started, bound, left, deadline)
         return

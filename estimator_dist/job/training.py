@@ -117,7 +117,8 @@ def run(settings: RunSettings, *, stream: IO[str] | None = None,
     stream = stream or sys.stdout
     prepared = preparation.prepare(settings, record, check_lock=hold_model_dir)
     model_dir = prepared.settings.model_dir
-    _prepare_model_dir(model_dir)
+    if prepared.plan.task_type != "evaluator":  # It reads what the chief writes there.
+        _prepare_model_dir(model_dir)
     held = _hold(model_dir) if hold_model_dir and prepared.plan.is_chief else None
     try:
         return _run_prepared(prepared, stream, on_stopped, start)

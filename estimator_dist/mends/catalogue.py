@@ -463,7 +463,9 @@ MENDS = {mend.name: mend for mend in (
              "test_tf_evaluator_waits_out_the_throttle_after_the_final_checkpoint",
         changes="_TrainingExecutor._start_continuous_evaluation and _execute_evaluator_once: "
                 "TensorFlow's loop whose two sleeps end once the newest checkpoint reaches "
-                "TrainSpec.max_steps; waits over 30 s say why on stderr",
+                "TrainSpec.max_steps, or (under the launcher) once training has ended, the "
+                "last checkpoint evaluated; its first line and waits over 30 s say what "
+                "ends it on stderr",
         scope="process",
         needs=("cluster",),
     ),

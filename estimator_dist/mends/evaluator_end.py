@@ -21,8 +21,16 @@ evaluator sees no other process, so the checkpoint is the signal: training that 
 before ``max_steps`` (its input ended) or has no ``max_steps`` leaves TensorFlow's waits
 as they are.
 
-A wait longer than ``_ANNOUNCE_AFTER_SECONDS`` says why on stderr, one line at most every
-``_ANNOUNCE_EVERY_SECONDS`` (stderr, because the CLI silences TensorFlow's logging).
+Under the launcher the evaluator also learns when training has ended (``training_end``:
+every chief and worker exited 0): a training that stopped short of ``max_steps``, or has
+none, leaves no checkpoint that would end the loop, so the evaluator would wait for ever.
+Then every wait ends, the newest checkpoint is evaluated if it was not yet, and the loop
+ends with one line saying so (``ended_line``).
+
+The loop starts with one line on stderr saying what ends it (``start_line``: the model
+dir and the step), and a wait longer than ``_ANNOUNCE_AFTER_SECONDS`` says why, one line
+at most every ``_ANNOUNCE_EVERY_SECONDS`` (stderr, because the CLI silences TensorFlow's
+logging).
 """
 from __future__ import annotations
 
@@ -33,6 +41,8 @@ from typing import Any
 
 import tensorflow as tf
 from tensorflow_estimator.python.estimator import training as tf_training
+
+from estimator_dist import training_end
 
 _Executor = tf_training._TrainingExecutor
 _EvalStatus = tf_training._EvalStatus
@@ -47,8 +57,9 @@ _announce_lock = threading.Lock()
 
 
 def wait_line(remaining: float, field: str, seconds: float, max_steps: int | None,
-              evaluated_step: int | None) -> str:
-    """The line a long wait prints: how long, for which EvalSpec field, what ends it early."""
+              evaluated_step: int | None, told: bool = False) -> str:
+    """The line a long wait prints: how long, for which EvalSpec field, what ends it early
+    (``told``: the launcher will say when training ends, ``training_end``)."""
     if field == "start_delay_secs":
         before = "the first evaluation"
     elif evaluated_step is None:
@@ -60,8 +71,33 @@ def wait_line(remaining: float, field: str, seconds: float, max_steps: int | Non
                  "soon as it is written")
     else:
         early = "TrainSpec.max_steps is None, so no checkpoint is known to be the last"
+    if told:
+        early += "; the launcher's word that training has ended ends it too"
     return (f"evaluator: waiting {remaining:.0f} s (EvalSpec.{field}={seconds:g}) before "
             f"{before}; {early}")
+
+
+def start_line(model_dir: str, max_steps: int | None, told: bool) -> str:
+    """The loop's first line: where it reads checkpoints and what ends it."""
+    if max_steps:
+        until = f"until one at step {max_steps} (TrainSpec.max_steps) is evaluated"
+    else:
+        until = "with no end of its own (TrainSpec.max_steps is None)"
+    if told:
+        until += ", or the launcher says that training has ended"
+    elif not max_steps:
+        until += ": stop it when training is done"
+    return f"evaluator: evaluating each new checkpoint in {model_dir} {until}"
+
+
+def ended_line(max_steps: int | None, evaluated_step: int | None, model_dir: str) -> str:
+    """The loop's last line when training ended with no checkpoint at ``max_steps``."""
+    short = f" before step {max_steps} (TrainSpec.max_steps)" if max_steps else ""
+    if evaluated_step is None:
+        return (f"evaluator: training ended{short} with no checkpoint in {model_dir}; "
+                "nothing to evaluate")
+    return (f"evaluator: training ended{short}; evaluated its last checkpoint, step "
+            f"{evaluated_step}")
 
 
 def _announce(line: str) -> None:
@@ -101,12 +137,23 @@ class _FinalCheckpoint:
         return bool(self.max_steps and self.evaluated_step is not None
                     and self.evaluated_step >= self.max_steps)
 
-    def due(self) -> bool:
-        """True when the newest checkpoint is the final one and not evaluated yet."""
-        if not self.max_steps:
+    def training_over(self) -> bool:
+        """True once the launcher said training ended and the newest checkpoint (if any)
+        has been evaluated: no checkpoint will come to end the loop."""
+        if not training_end.ended():
             return False
         path = self._estimator.latest_checkpoint()
+        return not path or path == self.evaluated_path
+
+    def due(self) -> bool:
+        """True when the newest checkpoint is the final one and not evaluated yet: at
+        ``max_steps``, or the last once training has ended."""
+        path = self._estimator.latest_checkpoint()
         if not path or path == self.evaluated_path:
+            return training_end.ended()  # Ended: nothing (newer) will come.
+        if training_end.ended():
+            return True
+        if not self.max_steps:
             return False
         step = self._step(path)
         return step is not None and step >= self.max_steps
@@ -122,7 +169,7 @@ class _FinalCheckpoint:
                 return
             if announce:
                 _announce(wait_line(remaining, field, value, self.max_steps,
-                                    self.evaluated_step))
+                                    self.evaluated_step, training_end.told()))
             time.sleep(min(_POLL_SECONDS, remaining))
 
 
@@ -139,6 +186,8 @@ def _start_continuous_evaluation(self: Any) -> None:
     """TensorFlow's loop, its start delay a wait that the final checkpoint ends."""
     _assert_eval_spec(self._eval_spec)
     final = _final_checkpoint(self)
+    print(start_line(self._estimator.model_dir, self._train_spec.max_steps,
+                     training_end.told()), file=sys.stderr, flush=True)
     if self._eval_spec.start_delay_secs:
         final.wait(self._eval_spec.start_delay_secs, "start_delay_secs",
                    self._eval_spec.start_delay_secs)
@@ -156,6 +205,10 @@ def _start_continuous_evaluation(self: Any) -> None:
                     "Exiting evaluation, global_step=%s >= train max_steps=%s", global_step,
                     self._train_spec.max_steps)
                 return
+        if final.training_over():
+            print(ended_line(self._train_spec.max_steps, final.evaluated_step,
+                             self._estimator.model_dir), file=sys.stderr, flush=True)
+            return
         latest_eval_result, should_early_stop = self._execute_evaluator_once(
             evaluator, self._continuous_eval_listener, self._eval_spec.throttle_secs)
 
@@ -176,7 +229,7 @@ def _execute_evaluator_once(self: Any, evaluator: Any, continuous_eval_listener:
         return eval_result, True
     final = _final_checkpoint(self)
     final.evaluated(eval_result)
-    if final.evaluated_last():  # The loop ends on this result: nothing to wait for.
+    if final.evaluated_last() or final.training_over():  # The loop ends: no wait.
         return eval_result, False
     difference = throttle_secs - (time.time() - start)
     if difference > 0:

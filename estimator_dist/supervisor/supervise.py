@@ -2,6 +2,11 @@
 run (``task_ends``), restarted after a failure while ``--max-restarts`` allows
 (``restarts``), stopped, and its end told in one line.
 
+A run that failed ends with one more line once the other tasks are stopped and their
+output is out: the first failing task's own last line on stderr (``cause_line``), so that
+the last line a user reads is the root cause, not a peer's stop. When every chief and
+worker has exited 0 the evaluator is told (``training_ended``).
+
 The launcher's SIGTERM and SIGINT go to the tasks running now (``Forwarder``); it exits
 128 + the signal, whatever the tasks exit with, after giving them time to save a
 checkpoint. ``--timeout`` ends a run, or the wait before a restart, with exit code 124.
@@ -13,10 +18,11 @@ import sys
 import time
 from typing import Any, Callable, cast
 
-from estimator_dist import checkpoint_step
+from estimator_dist import checkpoint_step, ps_stop
 from estimator_dist.supervisor import isolation, reaper, restarts, tasks as tasks_lib
 from estimator_dist.supervisor.spec import LaunchSpec
 from estimator_dist.supervisor.task_ends import End, end_of
+from estimator_dist.supervisor.training_ended import TrainingEnded
 
 _POLL_SECONDS = 0.2
 # After a forwarded SIGTERM/SIGINT tasks save a checkpoint before they exit: give them time,
@@ -25,6 +31,10 @@ _SIGNALLED_GRACE_SECONDS = 30
 # Once a parameter server has ended, the chief and workers cannot save (the variables lived
 # there) and wait for it inside TensorFlow: waiting longer for them gains nothing.
 _PS_GONE_GRACE_SECONDS = 3
+# How long the launcher waits for a task's last output after the task has ended (what it
+# started may hold its streams open).
+_OUTPUT_SECONDS = 5
+
 
 
 class Forwarder:
@@ -53,23 +63,43 @@ class Forwarder:
             self._forward(self.received[0])
 
 
-def _watch(tasks: list[tasks_lib.Task], deadline: float | None, forwarder: Forwarder) -> End:
+def _watch(tasks: list[tasks_lib.Task], deadline: float | None, forwarder: Forwarder,
+           ended: TrainingEnded, model_dir: str | None) -> End:
     """Waits for the run to end: the launcher got a signal, a task ends the job
-    (``end_of``), every task but the ps tasks exited 0, or the deadline passed."""
+    (``end_of``), every task but the ps tasks exited 0, or the deadline passed. Once every
+    chief and worker has exited 0, ``ended`` says so (to the evaluator)."""
     trainers = [t for t in tasks if t.task_type in ("chief", "worker")]
     finishing = [t for t in tasks if t.task_type != "ps"]
+    since = time.time()
     while True:
         if forwarder.received:
             return End("signalled", signum=forwarder.received[0])
         for task in tasks:
             end = end_of(task, trainers)
             if end:
-                return end
+                return _stopped_by_ps(end, tasks, model_dir, since)
         if all(t.process.poll() == 0 for t in finishing):
             return End("done")
+        if trainers and all(t.process.poll() == 0 for t in trainers):
+            ended.mark()
         if deadline and time.monotonic() > deadline:
             return End("timeout", why="running")
         time.sleep(_POLL_SECONDS)
+
+
+def _stopped_by_ps(end: End, tasks: list[tasks_lib.Task], model_dir: str | None,
+                   since: float) -> End:
+    """``end``, or where a chief or worker stopped after a ps told them it stops
+    (``ps_stop``: the signal went to the ps, which serves until they have ended), the ps's
+    stop."""
+    if end.outcome != "stopped" or end.task is None or end.task.task_type == "ps":
+        return end
+    told = ps_stop.told(model_dir, since)
+    server = next((t for t in tasks if told and t.name == told[0]), None)
+    if told is None or server is None:
+        return end
+    return End("stopped", server, f"got {told[1]}; its chief and workers stopped after their "
+                                  "step, the chief saving it", signal.Signals[told[1]])
 
 
 def _wait_to_restart(seconds: float, deadline: float | None, forwarder: Forwarder) -> End | None:
@@ -86,7 +116,8 @@ def _wait_to_restart(seconds: float, deadline: float | None, forwarder: Forwarde
 
 
 def _supervise(start: Callable[[], list[tasks_lib.Task]], spec: LaunchSpec,
-               forwarder: Forwarder, watcher: reaper.Reaper) -> tuple[End, int]:
+               forwarder: Forwarder, watcher: reaper.Reaper,
+               ended: TrainingEnded) -> tuple[End, int]:
     """Runs the cluster ``start()`` starts, again after a failure while ``--max-restarts``
     allows and the command does not fail at start; returns the last run's ``End`` and
     the restarts made. ``forwarder.tasks`` is the group started last, for the caller to
@@ -97,8 +128,9 @@ def _supervise(start: Callable[[], list[tasks_lib.Task]], spec: LaunchSpec,
     restart = at_start = 0
     while True:
         started, step = time.monotonic(), checkpoint_step.newest_step(model_dir)
+        ended.reset()
         forwarder.watch(start())
-        end = _watch(forwarder.tasks, deadline, forwarder)
+        end = _watch(forwarder.tasks, deadline, forwarder, ended, model_dir)
         if end.outcome != "failed":
             return end, restart
         ran = time.monotonic() - started
@@ -157,17 +189,40 @@ def _report(end: End, restart: int, spec: LaunchSpec) -> int:
     return 0
 
 
-def _starter(spec: LaunchSpec,
-             watcher: reaper.Reaper) -> Callable[[], list[tasks_lib.Task]]:
+def cause_line(end: End) -> str | None:
+    """The launcher's last line after a task failed: ``launch: worker 0 failed (exit 1):
+    <the task's last line on stderr>``; None for other ends (a ps that exited 0 while
+    needed has no error line: the launcher's first line says it all). A task a signal
+    killed (``SIGKILL``: the OOM killer, a lost machine) wrote no line of its own."""
+    if end.outcome != "failed" or end.task is None or not end.task.process.returncode:
+        return None
+    task, code = end.task, end.task.process.returncode
+    if code < 0:
+        return f"launch: {task.name} failed ({_killed_by(code)})"
+    if not task.last_error_line:
+        return f"launch: {task.name} failed (exit {code}) without a line on stderr"
+    return f"launch: {task.name} failed (exit {code}): {task.last_error_line}"
+
+
+def _killed_by(code: int) -> str:
+    """``killed by SIGKILL`` for exit code -9."""
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
+def _starter(spec: LaunchSpec, watcher: reaper.Reaper,
+             ended: TrainingEnded) -> Callable[[], list[tasks_lib.Task]]:
     """The function that starts the tasks once per run: this node's share of a multi-host
     cluster, or a local cluster on fresh ports."""
     node = spec.multi_host
     if node:
         def start() -> list[tasks_lib.Task]:
-            return tasks_lib.start_node(spec, node, watcher)
+            return tasks_lib.start_node(spec, node, watcher, ended.env())
     else:
         def start() -> list[tasks_lib.Task]:
-            return tasks_lib.start_local(spec, watcher)
+            return tasks_lib.start_local(spec, watcher, ended.env())
     return start
 
 
@@ -178,22 +233,28 @@ def run(spec: LaunchSpec) -> int:
     # no longer execute the interpreter it was started with.
     watcher = reaper.Reaper()
     isolation.isolate_launch(spec)
-    start = _starter(spec, watcher)
+    ended = TrainingEnded()
+    start = _starter(spec, watcher, ended)
     forwarder = Forwarder()
     previous = {s: signal.signal(s, forwarder) for s in (signal.SIGINT, signal.SIGTERM)}
     end = End("failed")  # Until _supervise returns: an error while it starts tasks.
     try:
-        end, restart = _supervise(start, spec, forwarder, watcher)
-        return _report(end, restart, spec)
+        end, restart = _supervise(start, spec, forwarder, watcher, ended)
+        code = _report(end, restart, spec)
     finally:
         # Tasks saving a checkpoint after SIGTERM or SIGINT get time, and no second signal
         # once the launcher has forwarded one.
-        if forwarder.received:
-            end = End("signalled")
+        stop_end = End("signalled") if forwarder.received else end
         tasks_lib.stop(forwarder.tasks, watcher,
-                       signum=None if forwarder.received else signal.SIGTERM, grace=_grace(end))
+                       signum=None if forwarder.received else signal.SIGTERM,
+                       grace=_grace(stop_end))
         watcher.close()
+        ended.close()
         for task in forwarder.tasks:
-            task.reader.join(timeout=5)
+            task.join_output(_OUTPUT_SECONDS)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    cause = cause_line(end)
+    if cause:
+        print(cause, file=sys.stderr, flush=True)
+    return code

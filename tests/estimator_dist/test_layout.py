@@ -142,7 +142,8 @@ def test_launcher_imports_nothing_that_starts_threads(module):
 _LAYERS = (
     _STANDALONE,
     ("errors", "config_files", "run_record", "models", "datasets", "export", "precision",
-     "checkpoint_step", "run_config_facts", "process_exit", "remote_files", "callables"),
+     "checkpoint_step", "run_config_facts", "process_exit", "remote_files", "callables",
+     "training_end", "ps_stop"),
     ("mends",),
     ("installation",),
     ("hooks",),

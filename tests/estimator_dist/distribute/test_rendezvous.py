@@ -220,6 +220,29 @@ def test_wait_for_peers_signal_raises_task_end_with_its_exit_code():
     assert not isinstance(raised.value, SystemExit)
 
 
+# A program of the user's that waits for its peers and catches nothing: SIGTERM after 2 s.
+_WAITS_UNCAUGHT = """
+import os, signal, sys, threading
+from estimator_dist.distribute import cluster, rendezvous
+addresses = [f"127.0.0.1:{port}" for port in sys.argv[1:]]
+threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+rendezvous.wait_for_peers(cluster.TFConfig({"worker": addresses}, "worker", 0), timeout=60)
+"""
+
+
+@pytest.mark.multi_process
+@pytest.mark.timeout(60)
+def test_uncaught_task_end_in_a_user_s_program_is_one_line_and_its_exit_code():
+    """Stopped while it waits (as the launcher stops a task whose peer failed), a program
+    that calls the library itself ends as the CLI would: no traceback."""
+    own, missing = free_ports(2)
+    result = run_python(["-c", _WAITS_UNCAUGHT, str(own), str(missing)], timeout=40,
+                        cwd=REPO_ROOT, env={"PYTHONPATH": REPO_ROOT})
+    assert (result.returncode, result.stderr) == (
+        128 + signal.SIGTERM, f"rendezvous: stopped by SIGTERM while waiting for worker 1 at "
+                              f"127.0.0.1:{missing}\n")
+
+
 def test_make_run_config_rendezvous_timeout_outside_cluster_strategies_rejected():
     with pytest.raises(ValueError, match=r"rendezvous_timeout applies to strategy "
                                          r"'multi_worker' or 'parameter_server' only"):

@@ -10,12 +10,15 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+import weakref
 
 import pytest
 import tensorflow as tf
 
 from estimator_dist.job.stop_deadline import WRITES_NO_CHECKPOINTS
+from estimator_dist.hooks import preemption
 from estimator_dist.hooks.preemption import PreemptionHook
 from tests.support import REPO_ROOT
 
@@ -205,6 +208,33 @@ def test_preemption_hook_after_failed_session_passes_signals_on(usr1_handler):
     coordinator.request_stop()  # What closing a session that failed does; end() never runs.
     signal.raise_signal(signal.SIGUSR1)
     assert usr1_handler.calls == [signal.SIGUSR1] and not _stop_requested(hook)
+
+
+@pytest.fixture
+def no_running_hooks(monkeypatch):
+    """``stop_training`` sees only the hooks a test starts."""
+    monkeypatch.setattr(preemption, "_RUNNING", weakref.WeakSet())
+    monkeypatch.setattr(preemption, "_PENDING", [])
+
+
+def test_stop_training_from_another_thread_stops_after_the_step(usr1_handler,
+                                                                 no_running_hooks):
+    """A parameter server's word (``hooks.ps_watch``'s thread) stops as a signal would."""
+    hook, _ = _running_hook()
+    thread = threading.Thread(target=preemption.stop_training, args=(signal.SIGTERM,))
+    thread.start()
+    thread.join()
+    assert _stop_requested(hook) and usr1_handler.calls == []
+
+
+def test_stop_training_while_no_session_runs_stops_the_next_after_its_first_step(
+        usr1_handler, no_running_hooks):
+    """A worker still creating its session when its ps stops."""
+    preemption.stop_training(signal.SIGTERM)
+    hook, _ = _running_hook()
+    assert _stop_requested(hook)
+    later, _ = _running_hook()
+    assert not _stop_requested(later)  # Taken once.
 
 
 def test_preemption_hook_sync_every_runs_not_positive_raises():

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from estimator_dist import checkpoint_step, process_exit
+from estimator_dist import checkpoint_step, process_exit, ps_stop
 from estimator_dist.supervisor.tasks import free_ports
 from estimator_dist.distribute import cluster
 from estimator_dist.hooks import ps_watch
@@ -94,6 +94,36 @@ def test_check_while_training_names_a_ps_refused_for_its_bound(monkeypatch, tmp_
         "resume from the last checkpoint.")
 
 
+@pytest.mark.parametrize("me, line", [
+    ("chief 0", "ps_watch: chief 0 stops training after this step and saves it: ps 0 got "
+                "SIGTERM (the variables live there)"),
+    ("worker 1", "ps_watch: worker 1 stops training after this step (the chief saves it): "
+                 "ps 0 got SIGTERM (the variables live there)")])
+def test_ps_s_word_to_stop_stops_training_once_with_one_line(monkeypatch, capsys, tmp_path,
+                                                               me, line):
+    stops = []
+    monkeypatch.setattr(ps_watch.preemption, "stop_training", stops.append)
+    watch = ps_watch._Watch()
+    watch.me, watch.started = me, time.time()
+    ps_watch._stop_if_told(watch, str(tmp_path))  # Training starts: no word yet.
+    ps_stop.announce(str(tmp_path), "ps 0 got SIGTERM")
+    for _ in range(3):
+        ps_watch._stop_if_told(watch, str(tmp_path))
+    assert stops == [signal.SIGTERM]
+    assert capsys.readouterr().err.splitlines() == [line]
+
+
+def test_ps_s_word_from_an_earlier_run_stops_nothing(monkeypatch, tmp_path):
+    stops = []
+    monkeypatch.setattr(ps_watch.preemption, "stop_training", stops.append)
+    ps_stop.announce(str(tmp_path), "ps 0 got SIGTERM")
+    watch = ps_watch._Watch()
+    watch.me, watch.started = "chief 0", time.time() + 1  # This process started after it.
+    for _ in range(2):
+        ps_watch._stop_if_told(watch, str(tmp_path))
+    assert stops == []
+
+
 def test_gone_ps_ends_the_process_through_process_exit(monkeypatch):
     """The watch hands its line to ``process_exit.end``; a program's own handler that
     returns keeps the process, and the watch stops."""
@@ -163,19 +193,16 @@ def _freeze_and_continue(ps, tasks):
 @pytest.mark.slow
 @pytest.mark.multi_process
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("signum", [
-    pytest.param(signal.SIGKILL, marks=pytest.mark.both_ends, id="SIGKILL"),
-    pytest.param(signal.SIGTERM, id="SIGTERM")])
-def test_chief_and_worker_end_naming_the_ps_when_it_is_gone(tmp_path, signum):
+@pytest.mark.both_ends
+def test_chief_and_worker_end_naming_the_ps_when_it_is_gone(tmp_path):
+    signum = signal.SIGKILL
     tasks, spec, model_dir = _start(tmp_path)
     port = spec["ps"][0].rsplit(":", 1)[1]
     try:
         _wait_training(tasks, model_dir, tmp_path)
-        if signum == signal.SIGTERM:  # One run shows a ps that is only slow is not gone.
-            _freeze_and_continue(tasks["ps"], tasks)
         tasks["ps"].send_signal(signum)
         sent = time.monotonic()
-        ps_code = tasks["ps"].wait(timeout=30)  # SIGTERM: it serves 15 s more.
+        ps_code = tasks["ps"].wait(timeout=30)
         died = time.monotonic()
         codes, seconds = {}, {}
         for role in ("chief", "worker"):
@@ -188,7 +215,7 @@ def test_chief_and_worker_end_naming_the_ps_when_it_is_gone(tmp_path, signum):
     logs = {role: (tmp_path / f"{role}.log").read_text() for role in tasks}
     print(f"ps gone {died - sent:.1f} s after {signal.Signals(signum).name}; then chief "
           f"{seconds['chief']:.1f} s, worker {seconds['worker']:.1f} s")
-    assert ps_code == (-signal.SIGKILL if signum == signal.SIGKILL else 128 + signal.SIGTERM)
+    assert ps_code == -signal.SIGKILL
     step = checkpoint_step.newest_step(model_dir)
     for role in ("chief", "worker"):
         assert codes[role] == ps_watch.EXIT_CODE, logs[role][-2000:]
@@ -204,3 +231,44 @@ def test_chief_and_worker_end_naming_the_ps_when_it_is_gone(tmp_path, signum):
     # The chief's checkpoint is whole: its files are there, and nothing half-written.
     assert os.path.exists(os.path.join(model_dir, f"model.ckpt-{step}.index"))
     assert not [name for name in os.listdir(model_dir) if "temp" in name]
+
+
+_STOPPED = re.compile(r"^python -m estimator_dist\.train: SIGTERM: stopped training at step "
+                      r"(\d+); (.*) \(run again with the same --model-dir to resume\)$",
+                      re.MULTILINE)
+
+
+@pytest.mark.alone
+@pytest.mark.slow
+@pytest.mark.multi_process
+@pytest.mark.timeout(300)
+def test_ps_sigterm_stops_chief_and_worker_after_their_step_the_chief_saving_it(tmp_path):
+    """SIGTERM to the ps alone (a cluster manager's): it tells its chief and worker
+    (``ps_stop``), which stop after their step; the chief saves it while the ps still
+    serves, and the ps ends once neither answers. First, a ps that is only slow (stopped,
+    then continued) is not gone."""
+    tasks, _, model_dir = _start(tmp_path)
+    try:
+        _wait_training(tasks, model_dir, tmp_path)
+        _freeze_and_continue(tasks["ps"], tasks)
+        before = checkpoint_step.newest_step(model_dir)
+        tasks["ps"].send_signal(signal.SIGTERM)
+        codes = {role: tasks[role].wait(timeout=_BOUND_SECONDS + 10)
+                 for role in ("chief", "worker", "ps")}
+    finally:
+        for task in tasks.values():
+            task.kill()
+            task.wait()
+    logs = {role: (tmp_path / f"{role}.log").read_text() for role in tasks}
+    assert codes["chief"] == codes["ps"] == 128 + signal.SIGTERM, logs["chief"][-2000:]
+    # A worker still creating its session stops after its first step; one that outlasts the
+    # ps's bound there ends as when the ps is gone.
+    assert codes["worker"] in (128 + signal.SIGTERM, ps_watch.EXIT_CODE), logs["worker"][-2000:]
+    for role in tasks:
+        assert "Traceback" not in logs[role], logs[role][-2000:]
+    assert ("ps_watch: chief 0 stops training after this step and saves it: ps 0 got SIGTERM "
+            "(the variables live there)") in logs["chief"]
+    step, saved = _STOPPED.search(logs["chief"]).groups()
+    assert int(step) > before and checkpoint_step.newest_step(model_dir) == int(step)
+    assert saved == f"saved checkpoint {os.path.join(model_dir, f'model.ckpt-{step}')}"
+    assert "SIGTERM: stopped serving variables" in logs["ps"]

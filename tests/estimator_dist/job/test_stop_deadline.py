@@ -134,7 +134,7 @@ def test_sigterm_role_ends_within_bound(tmp_path, case):
     assert seconds < _BOUND_SECONDS
     assert any(line in text for line in ends), text[-2000:]
     assert "Traceback" not in text, text[-2000:]
-    if signalled == ("chief", 0):
+    if signalled in (("chief", 0), ("ps", 0)):  # The ps tells the chief, which saves.
         assert checkpoint_step.newest_step(model_dir) > before  # The chief saved its step.
 
 
@@ -381,17 +381,20 @@ def test_bounded_signal_raised_again_by_handler_ends_quietly():
 def test_bounded_linger_while_serves_until_condition_ends(tmp_path):
     """A parameter server's way: serve on after the signal while training tasks answer
     (here: while a file exists), then exit at once, long before the bound."""
-    training = tmp_path / "training"
+    training, told = tmp_path / "training", tmp_path / "told"
     training.touch()
     code = _BLOCKED.format(linger=f", linger_while=lambda: os.path.exists({str(training)!r})")
-    code = "import os\n" + code.replace("bound=2", "bound=30")
+    code = "import os\n" + code.replace("bound=2", "bound=30").replace(
+        "):\n", f") as deadline:\n    deadline.on_signal = lambda signum: open("
+                f"{str(told)!r} + str(signum), 'w').close()\n")
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         assert process.stdout.readline().strip() == "ready"
         process.send_signal(signal.SIGINT)
         time.sleep(2)
-        assert process.poll() is None  # Still serving,
+        assert process.poll() is None  # Still serving, having told the trainers at once,
+        assert os.path.exists(f"{told}{int(signal.SIGINT)}")
         training.unlink()
         sent = time.monotonic()
         _, stderr = process.communicate(timeout=20)

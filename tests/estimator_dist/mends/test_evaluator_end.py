@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
+from estimator_dist import training_end
 from estimator_dist.mends import evaluator_end
 from tests.support import WatchedPython
 from tests.programs import tf1_models
@@ -118,7 +119,7 @@ def test_evaluator_throttle_ends_at_the_final_checkpoint_only(monkeypatch, capsy
     assert not thread.is_alive(), f"still evaluating after {time.monotonic() - trained:.0f} s"
     assert evaluated.steps == [4, 10]
     waits = [line for line in capsys.readouterr().err.splitlines()
-             if line.startswith("evaluator: ")]
+             if line.startswith("evaluator: waiting ")]
     assert len(waits) == 1, waits
     assert "(EvalSpec.throttle_secs=600) before evaluating a newer checkpoint than step 4; " \
            "a checkpoint at step 10 (TrainSpec.max_steps)" in waits[0]
@@ -129,3 +130,66 @@ def test_wait_line_without_max_steps_says_only_the_delay_ends_it():
     assert line == ("evaluator: waiting 120 s (EvalSpec.start_delay_secs=120) before the first "
                     "evaluation; TrainSpec.max_steps is None, so no checkpoint is known to be "
                     "the last")
+
+
+def _evaluator_lines(capsys):
+    return [line for line in capsys.readouterr().err.splitlines()
+            if line.startswith("evaluator: ") and not line.startswith("evaluator: waiting ")]
+
+
+@pytest.mark.alone
+@pytest.mark.slow
+def test_evaluator_told_training_ended_evaluates_the_last_checkpoint_and_ends(
+        monkeypatch, capsys, model_dir, tmp_path):
+    """Training that stopped short of max_steps (its input ended): once the launcher says
+    training ended, the newest checkpoint is evaluated and the loop ends."""
+    ended = tmp_path / "training-ended"
+    monkeypatch.setenv(training_end.ENV, str(ended))
+    _train(model_dir, 4)
+    thread, evaluated = _start_evaluator(monkeypatch, model_dir, 100, start_delay_secs=0,
+                                         throttle_secs=600)
+    assert evaluated.wait_for(4, timeout=60)
+    _train(model_dir, 7)
+    ended.touch()
+    told = time.monotonic()
+    thread.join(_ENDS_WITHIN_SECONDS)
+    assert not thread.is_alive(), f"still evaluating after {time.monotonic() - told:.0f} s"
+    assert evaluated.steps == [4, 7]
+    assert _evaluator_lines(capsys) == [
+        f"evaluator: evaluating each new checkpoint in {model_dir} until one at step 100 "
+        "(TrainSpec.max_steps) is evaluated, or the launcher says that training has ended",
+        "evaluator: training ended before step 100 (TrainSpec.max_steps); evaluated its last "
+        "checkpoint, step 7"]
+
+
+@pytest.mark.alone
+def test_evaluator_told_training_ended_without_a_checkpoint_ends_saying_so(
+        monkeypatch, capsys, tmp_path):
+    ended = tmp_path / "training-ended"
+    ended.touch()
+    monkeypatch.setenv(training_end.ENV, str(ended))
+    model_dir = str(tmp_path / "never-written")
+    thread, evaluated = _start_evaluator(monkeypatch, model_dir, None)
+    thread.join(_ENDS_WITHIN_SECONDS)
+    assert not thread.is_alive()
+    assert evaluated.steps == []
+    assert _evaluator_lines(capsys)[-1] == (
+        f"evaluator: training ended with no checkpoint in {model_dir}; nothing to evaluate")
+
+
+@pytest.mark.parametrize("max_steps, told, words", [
+    (50, False, "until one at step 50 (TrainSpec.max_steps) is evaluated"),
+    (None, False, "with no end of its own (TrainSpec.max_steps is None): stop it when "
+                  "training is done"),
+    (None, True, "with no end of its own (TrainSpec.max_steps is None), or the launcher says "
+                 "that training has ended")])
+def test_start_line_says_the_dir_and_what_ends_the_loop(max_steps, told, words):
+    assert evaluator_end.start_line("/runs/a", max_steps, told) == (
+        f"evaluator: evaluating each new checkpoint in /runs/a {words}")
+
+
+def test_wait_line_under_the_launcher_says_training_s_end_ends_it():
+    line = evaluator_end.wait_line(30, "throttle_secs", 600, 100, 4, told=True)
+    assert line.endswith("a checkpoint at step 100 (TrainSpec.max_steps) is evaluated as "
+                         "soon as it is written; the launcher's word that training has "
+                         "ended ends it too")

@@ -60,8 +60,9 @@ def test_max_restarts_run_out_exit_non_zero_naming_task(tmp_path):
     result = _launch("--workers", "2", "--max-restarts", "1", "--", sys.executable, "-c",
                      _FAIL_FIRST, str(tmp_path), "5")
     assert result.returncode == 3
-    assert result.stderr.splitlines()[-1] == (
-        "launch: worker 1 failed with exit code 3 after 1 restart; stopping the other tasks")
+    assert result.stderr.splitlines()[-2:] == [
+        "launch: worker 1 failed with exit code 3 after 1 restart; stopping the other tasks",
+        "launch: worker 1 failed (exit 3) without a line on stderr"]
     assert (tmp_path / "runs").read_text() == "xx"
 
 
@@ -189,10 +190,11 @@ def test_max_restarts_command_failing_at_start_not_restarted_forever():
     seconds = time.monotonic() - started
     assert result.returncode == 1, result.stderr
     assert [m["wait"] for m in _RESTART_WAIT.finditer(result.stderr)] == ["1", "2"]
-    assert result.stderr.splitlines()[-1] == (
+    assert result.stderr.splitlines()[-2:] == [
         "launch: worker 0 failed with exit code 1 at start in 3 runs in a row (each within "
         f"{restarts.START_SECONDS} s, no new checkpoint): a command that fails at start is "
-        "not restarted; stopping the other tasks")
+        "not restarted; stopping the other tasks",
+        "launch: worker 0 failed (exit 1) without a line on stderr"]
     assert seconds < 30
 
 

@@ -17,6 +17,8 @@ import types
 
 import pytest
 
+from estimator_dist import checkpoint_step, ps_stop
+from estimator_dist.supervisor import supervise
 from estimator_dist.supervisor.task_ends import End, end_of
 from tests.support import REPO_ROOT, launched_tasks
 
@@ -43,6 +45,21 @@ def test_end_of_ps_exiting_0_after_the_trainers_ends_nothing():
 @pytest.mark.parametrize("name", ["chief 0", "worker 1", "evaluator 0"])
 def test_end_of_trainer_or_evaluator_exiting_0_ends_nothing(name):
     assert end_of(_task(name, 0), [_task("chief 0", None)]) is None
+
+
+def test_trainer_stopped_after_its_ps_said_it_stops_is_the_ps_s_stop(tmp_path):
+    chief, ps = _task("chief 0", 143), _task("ps 0", None)
+    stopped = End("stopped", chief, "was stopped by SIGTERM (exit code 143)", signal.SIGTERM)
+    since = time.time()
+    assert supervise._stopped_by_ps(stopped, [chief, ps], str(tmp_path), since) == stopped
+    ps_stop.announce(str(tmp_path), "ps 0 got SIGTERM")
+    assert supervise._stopped_by_ps(stopped, [chief, ps], str(tmp_path), since) == End(
+        "stopped", ps, "got SIGTERM; its chief and workers stopped after their step, the "
+                       "chief saving it", signal.SIGTERM)
+    # A word from an earlier run, or no model dir the launcher knows: the chief's own stop.
+    assert supervise._stopped_by_ps(stopped, [chief, ps], str(tmp_path), time.time() + 1) \
+        == stopped
+    assert supervise._stopped_by_ps(stopped, [chief, ps], None, since) == stopped
 
 
 def test_end_of_running_task_ends_nothing():
@@ -166,7 +183,9 @@ def test_ps_ending_while_trainers_run_fails_job_naming_it(code):
     why = ("ended with exit code 0 while chief 0 and worker 0 still need it" if code == 0
            else "failed with exit code 1")
     assert result.returncode == 1, result.stderr
-    assert _launch_lines(result.stderr) == [f"launch: ps 0 {why}; stopping the other tasks"]
+    cause = [] if code == 0 else ["launch: ps 0 failed (exit 1) without a line on stderr"]
+    assert _launch_lines(result.stderr) == [f"launch: ps 0 {why}; stopping the other tasks",
+                                            *cause]
     assert "done" not in result.stdout
     assert time.monotonic() - started < _ENDED_SECONDS
 
@@ -202,7 +221,8 @@ def test_evaluator_failing_is_reported_and_fails_job():
                      env={"END_ROLE": "evaluator", "END_CODE": "5"})
     assert result.returncode == 5, result.stderr
     assert _launch_lines(result.stderr) == [
-        "launch: evaluator 0 failed with exit code 5; stopping the other tasks"]
+        "launch: evaluator 0 failed with exit code 5; stopping the other tasks",
+        "launch: evaluator 0 failed (exit 5) without a line on stderr"]
 
 
 # Each task starts a child of its own (``sleep``), in its process group: it must end too.
@@ -244,8 +264,9 @@ def test_launcher_killed_leaves_no_task_nor_task_child():
 @pytest.mark.multi_process
 @pytest.mark.timeout(400)
 def test_parameter_server_job_ends_when_its_ps_is_stopped(tmp_path):
-    """The real job: the ps serves 15 s more while the chief and worker answer (they need
-    it to save), then exits 143; they cannot save without it, and stop within 3 s."""
+    """The real job: the ps tells the chief and worker it stops (``ps_stop``) and serves
+    while they answer; they stop after their step, the chief saving it; the launcher names
+    the ps."""
     model_dir = str(tmp_path / "model")
     with open(tmp_path / "launch.log", "w") as log:
         process = subprocess.Popen(
@@ -261,6 +282,7 @@ def test_parameter_server_job_ends_when_its_ps_is_stopped(tmp_path):
             assert time.monotonic() < deadline, "the job never started training"
             time.sleep(0.5)
         time.sleep(3)
+        before = checkpoint_step.newest_step(model_dir)
         os.kill(launched_tasks(process.pid)[("ps", 0)], signal.SIGTERM)
         sent = time.monotonic()
         code = process.wait(timeout=120)
@@ -272,5 +294,7 @@ def test_parameter_server_job_ends_when_its_ps_is_stopped(tmp_path):
     print(f"the job ended {seconds:.1f} s after SIGTERM to its ps")
     assert code == 128 + signal.SIGTERM, text[-3000:]
     assert _launch_lines(text) == [
-        "launch: ps 0 was stopped by SIGTERM (exit code 143); stopping the other tasks"]
+        "launch: ps 0 got SIGTERM; its chief and workers stopped after their step, the chief "
+        "saving it; stopping the other tasks"]
     assert seconds < 30, text[-3000:]
+    assert checkpoint_step.newest_step(model_dir) > before, text[-3000:]

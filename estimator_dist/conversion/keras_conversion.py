@@ -152,12 +152,14 @@ def latest_checkpoint(model_dir: str) -> str:
     return path
 
 
-def to_keras(model_dir: str, *, model: str | None = None, params: Mapping[str, Any] | None = None,
+def to_keras(model_dir: Any, *, model: str | None = None, params: Mapping[str, Any] | None = None,
              checkpoint: str | None = None, keras: str = "keras") -> Any:
     """The Keras model equivalent to the latest checkpoint in ``model_dir``.
 
     Args:
-      model_dir: the model dir of a train run; only read.
+      model_dir: the model dir of a train run; only read. Or a canned Estimator object
+        (``DNNClassifier``, ``LinearRegressor``, ...): its model dir's latest checkpoint
+        converts as ``conversion.canned`` describes.
       model, params: a built-in model's name (``models.NAMES``) and its model_fn params, for a model
         dir trained by other code than ``estimator_dist.train`` (no ``run.json``). By
         default both come from the run recorded in ``model_dir``.
@@ -176,6 +178,8 @@ def to_keras(model_dir: str, *, model: str | None = None, params: Mapping[str, A
         params name an option the conversion cannot express; the checkpoint does not
         hold the model's variables.
     """
+    if not isinstance(model_dir, (str, os.PathLike)):
+        return _canned_to_keras(model_dir, model, params, checkpoint, keras)
     checkpoint_path = checkpoint or latest_checkpoint(model_dir)
     keras = keras_module(keras)
     builtin, params = _recorded_model(model_dir, model, params)
@@ -193,6 +197,18 @@ def to_keras(model_dir: str, *, model: str | None = None, params: Mapping[str, A
                 f"checkpoint={checkpoint_path!r}")
         layer.set_weights(values)
     return keras_model
+
+
+def _canned_to_keras(estimator: Any, model: str | None, params: Mapping[str, Any] | None,
+                     checkpoint: str | None, keras: str) -> Any:
+    """``canned.to_keras``, once the arguments that only a model dir takes are absent."""
+    from estimator_dist.conversion import canned
+
+    if model is not None or params is not None or keras != "keras":
+        raise UsageError("model, params and keras must be left out for a canned Estimator "
+                         "(it says what it is and which Keras it is built with). Received: "
+                         f"model={model!r}, params={params!r}, keras={keras!r}")
+    return canned.to_keras(estimator, checkpoint)
 
 
 def _marker(path: str) -> dict[str, Any] | None:

@@ -1,0 +1,230 @@
+"""A trained canned Estimator as a Keras model with the same predictions.
+
+``to_keras(estimator)`` reads what the Estimator object was built with (its head, feature
+columns, hidden units, activation, batch norm, sparse combiner) and the variables of the
+latest checkpoint in its model dir, and builds a Keras model:
+
+* inputs: one per raw feature the columns read (``weight_column`` is not one), a dict
+  keyed by feature name; numbers as [batch] or [batch, k] tensors, strings as strings.
+* outputs: a dict as the Estimator's ``predict`` gives it: ``logits``, ``probabilities``,
+  ``class_ids``, ``classes`` (and ``logistic`` for two classes) of a classifier,
+  ``predictions`` of a regressor.
+* layers named after the checkpoint's scopes: ``dnn_<column>`` (``DenseColumn``),
+  ``hiddenlayer_<i>``, ``batchnorm_<i>``, ``logits``; ``linear_<column>``
+  (``LinearColumn``), ``linear_bias``; ``head``.
+
+Supported: ``DNNClassifier``/``Regressor``, ``LinearClassifier``/``Regressor`` and
+``DNNLinearCombinedClassifier``/``Regressor``, V1 and V2, without a partitioner. Dropout is
+left out (it does nothing at inference). Built with ``keras`` (Keras 2 on TensorFlow
+2.15, Keras 3 on 2.16+). On TensorFlow 2.15, convert after the Estimator's own calls in the
+process (``keras_conversion.to_keras``).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from estimator_dist.conversion import feature_columns
+from estimator_dist.conversion.feature_columns import InexpressibleColumn, Spec
+from estimator_dist.errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_BATCH_NORM_EPSILON = 1e-3  # The canned DNN's BatchNormalization keeps Keras's default.
+_CANNED = ("DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
+           "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor")
+
+
+def _activations() -> dict[Callable[..., Any], str]:
+    """The activation functions the canned DNN takes → Keras's names for the same op."""
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    return {tf.nn.relu: "relu", tf.nn.tanh: "tanh", tf.nn.sigmoid: "sigmoid",
+            tf.sigmoid: "sigmoid", tf.nn.elu: "elu", tf.nn.selu: "selu",
+            tf.nn.softplus: "softplus", tf.nn.softsign: "softsign"}
+
+
+def canned_name(estimator: Any) -> str:
+    """The canned class ``estimator`` is (``DNNClassifier`` for ``DNNClassifierV2``).
+
+    Raises:
+      UsageError: ``estimator`` is no canned Estimator the conversion knows.
+    """
+    for cls in type(estimator).__mro__:
+        name = cls.__name__.removesuffix("V2")
+        if name in _CANNED and cls.__module__.startswith("tensorflow_estimator."):
+            return name
+    raise UsageError(f"estimator must be a model dir or one of the canned Estimators "
+                     f"{', '.join(_CANNED)} (V1 or V2). Received: {type(estimator).__name__}")
+
+
+class _Checkpoint:
+    """The latest checkpoint's variables, each read on request."""
+
+    def __init__(self, path: str) -> None:
+        import tensorflow as tf  # Late: loads TensorFlow.
+
+        self.path = path
+        self._reader = tf.train.load_checkpoint(path)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if not self._reader.has_tensor(name):
+            raise UsageError(f"checkpoint must hold the canned Estimator's variable {name!r}. "
+                             f"Received: checkpoint={self.path!r} without it")
+        return self._reader.get_tensor(name)
+
+
+class _Builder:
+    """Builds the Keras model part by part, collecting each layer's checkpoint values."""
+
+    def __init__(self, checkpoint: _Checkpoint) -> None:
+        import keras  # Late: loads Keras.
+
+        from estimator_dist.conversion import _column_layers  # Late: loads TensorFlow.
+
+        self.keras, self.layers = keras, _column_layers
+        self.checkpoint = checkpoint
+        self.weights: dict[str, list[np.ndarray]] = {}
+        self.inputs: dict[str, Any] = {}
+
+    def add_inputs(self, specs: list[Spec]) -> None:
+        dtypes: dict[str, str] = {}
+        for spec in specs:
+            for key, dtype in feature_columns.raw_keys(spec).items():
+                if dtypes.get(key, "raw") == "raw":
+                    dtypes[key] = dtype
+        for key, dtype in sorted(dtypes.items()):
+            dtype = "string" if dtype == "raw" else dtype
+            self.inputs[key] = self.keras.Input(shape=(None,), dtype=dtype, name=key)
+
+    def features(self, spec: Spec) -> dict[str, Any]:
+        return {key: self.inputs[key] for key in sorted(feature_columns.raw_keys(spec))}
+
+    def layer(self, layer: Any, values: list[np.ndarray], *args: Any) -> Any:
+        self.weights[layer.name] = values
+        return layer(*args)
+
+    def dnn_logits(self, specs: list[Spec], arguments: dict[str, Any], units: int) -> Any:
+        scope = "dnn/input_from_feature_columns/input_layer"
+        parts = []
+        for spec in specs:
+            layer = self.layers.DenseColumn(spec, name=f"dnn_{spec['name']}")
+            values = ([self.checkpoint[f"{scope}/{spec['name']}/embedding_weights"]]
+                      if spec["kind"] == "embedding" else [])
+            parts.append(self.layer(layer, values, self.features(spec)))
+        net = parts[0] if len(parts) == 1 else self.keras.layers.Concatenate(
+            name="dnn_input_layer")(parts)
+        activation = _activation(arguments)
+        for i, width in enumerate(arguments["hidden_units"]):
+            name = f"dnn/hiddenlayer_{i}"
+            net = self.layer(self.keras.layers.Dense(width, activation=activation,
+                                                     name=f"hiddenlayer_{i}"),
+                             [self.checkpoint[f"{name}/kernel"], self.checkpoint[f"{name}/bias"]],
+                             net)
+            if arguments["batch_norm"]:
+                norm = f"{name}/batchnorm_{i}"
+                net = self.layer(
+                    self.keras.layers.BatchNormalization(epsilon=_BATCH_NORM_EPSILON,
+                                                         name=f"batchnorm_{i}"),
+                    [self.checkpoint[f"{norm}/{v}"]
+                     for v in ("gamma", "beta", "moving_mean", "moving_variance")], net)
+        return self.layer(self.keras.layers.Dense(units, name="logits"),
+                          [self.checkpoint["dnn/logits/kernel"],
+                           self.checkpoint["dnn/logits/bias"]], net)
+
+    def linear_logits(self, specs: list[Spec], combiner: str, units: int) -> Any:
+        scope = "linear/linear_model"
+        parts = [self.layer(self.layers.LinearColumn(spec, units, combiner,
+                                                     name=f"linear_{spec['name']}"),
+                            [self.checkpoint[f"{scope}/{spec['name']}/weights"]],
+                            self.features(spec))
+                 for spec in specs]
+        return self.layer(self.layers.LinearBias(units, name="linear_bias"),
+                          [self.checkpoint[f"{scope}/bias_weights"]], parts)
+
+
+def _activation(arguments: dict[str, Any]) -> str:
+    function = arguments["activation_fn"]
+    name = _activations().get(function)
+    if name is None:
+        raise InexpressibleColumn(
+            f"activation_fn must be one the Keras conversion names "
+            f"(tf.nn.{', tf.nn.'.join(sorted(set(_activations().values())))}). "
+            f"Received: activation_fn={function!r}")
+    return name
+
+
+def _normalized(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The model_fn's arguments under the DNN/Linear names, partitioners refused."""
+    for option in ("partitioner", "input_layer_partitioner"):
+        if arguments.get(option) is not None:
+            raise UsageError(f"{option} must be None for the Keras conversion (its variables "
+                             f"are split in parts). Received: {option}={arguments[option]!r}")
+    if name.startswith("DNNLinearCombined"):
+        return {"head": arguments["head"], "label_vocabulary": arguments["label_vocabulary"],
+                "feature_columns": arguments["dnn_feature_columns"] or [],
+                "hidden_units": arguments["dnn_hidden_units"],
+                "activation_fn": arguments["dnn_activation_fn"],
+                "batch_norm": arguments["batch_norm"],
+                "linear_feature_columns": arguments["linear_feature_columns"] or [],
+                "sparse_combiner": arguments["linear_sparse_combiner"]}
+    if name.startswith("DNN"):
+        return {**arguments, "linear_feature_columns": []}
+    return {"head": arguments["head"], "label_vocabulary": arguments["label_vocabulary"],
+            "feature_columns": [], "linear_feature_columns": arguments["feature_columns"],
+            "sparse_combiner": arguments["sparse_combiner"]}
+
+
+def _specs(spec_of: Callable[[Any], Spec], columns: Any) -> list[Spec]:
+    """The specs of ``columns`` in the order the Estimator combines them: by name."""
+    return [spec_of(c) for c in sorted(columns or [], key=lambda c: c.name)]
+
+
+def _sum(builder: _Builder, logits: list[Any]) -> Any:
+    if len(logits) == 1:
+        return logits[0]
+    return builder.keras.layers.Add(name="logits_sum")(logits)
+
+
+def to_keras(estimator: Any, checkpoint: str | None = None) -> Any:
+    """The Keras model of a trained canned ``estimator`` (see the module docstring).
+
+    Args:
+      estimator: the canned Estimator object, as the program builds it; its model dir
+        holds the checkpoint.
+      checkpoint: the checkpoint prefix to convert (default: the model dir's latest).
+
+    Raises:
+      InexpressibleColumn: a feature column, option or activation the conversion cannot
+        reproduce exactly (a ``UsageError``).
+      UsageError: ``estimator`` is no canned Estimator, its model dir holds no checkpoint,
+        or the checkpoint lacks one of its variables.
+    """
+    from estimator_dist.conversion.keras_conversion import latest_checkpoint
+    from estimator_dist.mends import internals  # Late: loads TensorFlow.
+
+    name = canned_name(estimator)
+    arguments = _normalized(name, internals.canned_estimator_arguments(estimator))
+    builder = _Builder(_Checkpoint(checkpoint or latest_checkpoint(estimator.model_dir)))
+    units = arguments["head"].logits_dimension
+    dnn = _specs(feature_columns.dense_spec, arguments["feature_columns"])
+    linear = _specs(feature_columns.linear_spec, arguments["linear_feature_columns"])
+    builder.add_inputs(dnn + linear)
+    logits = []
+    if dnn:
+        logits.append(builder.dnn_logits(dnn, arguments, units))
+    if linear:
+        logits.append(builder.linear_logits(linear, arguments["sparse_combiner"], units))
+    total = _sum(builder, logits)
+    if name.endswith("Regressor"):
+        outputs = {"predictions": total}
+    else:
+        vocabulary = arguments["label_vocabulary"]
+        head = builder.layers.ClassifierHead(max(units, 2), None if vocabulary is None
+                                             else [str(v) for v in vocabulary], name="head")
+        outputs = head(total)
+    model = builder.keras.Model(builder.inputs, outputs, name=name.lower())
+    for layer_name, values in builder.weights.items():
+        model.get_layer(layer_name).set_weights(values)
+    return model
+

@@ -16,9 +16,10 @@ Raw features are [batch] or [batch, k] tensors. As ``tf.feature_column`` does fo
 input, a categorical column drops the empty string (and -1 of an integer feature) before
 it looks values up; a crossed column's raw keys cross every value as given. An id is
 "present" where a value was given and "valid" where it is also in range (a vocabulary's
-``default_value=-1``): embeddings and linear weights sum the valid ids (with weights above
-0), crosses hash every present id. Registered with Keras (package ``estimator_dist``), so
-``load_model`` rebuilds them where this module is imported.
+``default_value=-1``): embeddings and linear weights combine the valid ids (and, but for
+the ``sum`` combiner, only weights above 0), crosses hash every present id. Registered
+with Keras (package ``estimator_dist``), so ``load_model`` rebuilds them where this module
+is imported.
 """
 from __future__ import annotations
 
@@ -141,12 +142,13 @@ def categorical_ids(spec: Spec, features: dict[str, Any]
 def combine(table: tf.Tensor, spec: Spec, features: dict[str, Any], combiner: str,
             max_norm: float | None = None) -> tf.Tensor:
     """``safe_embedding_lookup_sparse`` of ``table`` [num_buckets, d] by a categorical
-    spec's ids: invalid ids and weights <= 0 pruned, an empty row zero."""
+    spec's ids: invalid ids pruned, and weights <= 0 unless the combiner is ``sum``; an
+    empty row zero."""
     ids, present, weights = categorical_ids(spec, features)
     valid = tf.logical_and(present, ids >= 0)
     if weights is None:
         weights = tf.ones_like(ids, dtype=table.dtype)
-    else:
+    elif combiner != "sum":
         valid = tf.logical_and(valid, weights > 0)
     weights = tf.where(valid, tf.cast(weights, table.dtype), tf.zeros_like(weights))
     rows = tf.gather(table, tf.where(valid, ids, tf.zeros_like(ids)))

@@ -114,7 +114,7 @@ class _Builder:
             parts.append(self.layer(layer, values, self.features(spec)))
         net = parts[0] if len(parts) == 1 else self.keras.layers.Concatenate(
             name="dnn_input_layer")(parts)
-        activation = _activation(arguments)
+        activation = arguments["activation"]
         for i, width in enumerate(arguments["hidden_units"]):
             name = f"dnn/hiddenlayer_{i}"
             net = self.layer(self.keras.layers.Dense(width, activation=activation,
@@ -186,6 +186,27 @@ def _sum(builder: _Builder, logits: list[Any]) -> Any:
     return builder.keras.layers.Add(name="logits_sum")(logits)
 
 
+def _checked(estimator: Any) -> tuple[dict[str, Any], list[Spec], list[Spec]]:
+    """(the model_fn's arguments, the DNN's specs, the linear model's specs), every column
+    and option checked."""
+    from estimator_dist.mends import internals  # Late: loads TensorFlow.
+
+    name = canned_name(estimator)
+    arguments = _normalized(name, internals.canned_estimator_arguments(estimator))
+    arguments["regressor"] = name.endswith("Regressor")
+    dnn = _specs(feature_columns.dense_spec, arguments["feature_columns"])
+    if dnn:
+        arguments["activation"] = _activation(arguments)
+    return arguments, dnn, _specs(feature_columns.linear_spec,
+                                  arguments["linear_feature_columns"])
+
+
+def check(estimator: Any) -> None:
+    """Raises what ``to_keras`` would before it reads a checkpoint: ``estimator`` is no
+    canned Estimator, or uses a column or option the conversion cannot reproduce."""
+    _checked(estimator)
+
+
 def to_keras(estimator: Any, checkpoint: str | None = None) -> Any:
     """The Keras model of a trained canned ``estimator`` (see the module docstring).
 
@@ -201,14 +222,10 @@ def to_keras(estimator: Any, checkpoint: str | None = None) -> Any:
         or the checkpoint lacks one of its variables.
     """
     from estimator_dist.conversion.keras_conversion import latest_checkpoint
-    from estimator_dist.mends import internals  # Late: loads TensorFlow.
 
-    name = canned_name(estimator)
-    arguments = _normalized(name, internals.canned_estimator_arguments(estimator))
+    arguments, dnn, linear = _checked(estimator)
     builder = _Builder(_Checkpoint(checkpoint or latest_checkpoint(estimator.model_dir)))
     units = arguments["head"].logits_dimension
-    dnn = _specs(feature_columns.dense_spec, arguments["feature_columns"])
-    linear = _specs(feature_columns.linear_spec, arguments["linear_feature_columns"])
     builder.add_inputs(dnn + linear)
     logits = []
     if dnn:
@@ -216,15 +233,15 @@ def to_keras(estimator: Any, checkpoint: str | None = None) -> Any:
     if linear:
         logits.append(builder.linear_logits(linear, arguments["sparse_combiner"], units))
     total = _sum(builder, logits)
-    if name.endswith("Regressor"):
+    if arguments["regressor"]:
         outputs = {"predictions": total}
     else:
         vocabulary = arguments["label_vocabulary"]
         head = builder.layers.ClassifierHead(max(units, 2), None if vocabulary is None
                                              else [str(v) for v in vocabulary], name="head")
         outputs = head(total)
-    model = builder.keras.Model(builder.inputs, outputs, name=name.lower())
+    model = builder.keras.Model(builder.inputs, outputs,
+                                name=canned_name(estimator).lower())
     for layer_name, values in builder.weights.items():
         model.get_layer(layer_name).set_weights(values)
     return model
-

@@ -1,0 +1,139 @@
+"""``to_keras(estimator)``: trained canned Estimators → Keras models with their predictions.
+
+One module fixture trains each Estimator of ``canned_programs`` a few steps, takes its
+``predict`` on the same eight examples, then converts it (on TensorFlow 2.15 Keras models
+are built after the Estimator's calls, as ``keras_conversion.to_keras`` says).
+"""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import estimator_dist
+from estimator_dist.commands import migrate
+from estimator_dist.conversion import canned, feature_columns
+from estimator_dist.conversion.feature_columns import InexpressibleColumn
+from estimator_dist.errors import UsageError
+from tests.estimator_dist.conversion import canned_programs
+from tests.estimator_dist.conversion.canned_programs import FEATURES
+from tests.train_support import keep_tf_logging  # noqa: F401
+
+pytestmark = [pytest.mark.both_ends, pytest.mark.usefixtures("keep_tf_logging"),
+              pytest.mark.xdist_group("canned")]
+
+_TOLERANCE = 1e-5
+_PROGRAMS = "tests.estimator_dist.conversion.canned_programs"
+
+
+def _input_fn(features, labels=None):
+    def input_fn():
+        data = features if labels is None else (features, labels)
+        dataset = tf.data.Dataset.from_tensors(data)
+        return dataset if labels is None else dataset.repeat()
+    return input_fn
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """name -> (model dir, the Estimator's predictions, the converted Keras model)."""
+    root = tmp_path_factory.mktemp("canned")
+    vocabulary = root / "fruits.txt"
+    vocabulary.write_text("\n".join(canned_programs.FRUITS) + "\n")
+    runs = {}
+    for name, build in canned_programs.BUILDERS.items():
+        estimator = build(str(root / name), str(vocabulary))
+        estimator.train(_input_fn(FEATURES, canned_programs.LABELS[name]), steps=5)
+        predictions = next(estimator.predict(_input_fn(FEATURES), yield_single_examples=False))
+        runs[name] = (estimator, predictions)
+    return {name: (estimator.model_dir, predictions, estimator_dist.to_keras(estimator))
+            for name, (estimator, predictions) in runs.items()}
+
+
+def _outputs(model, features):
+    return {k: np.asarray(v) for k, v in model({k: features[k] for k in model.input}).items()}
+
+
+def _check_equal(predictions, outputs):
+    """Every output of the Keras model equals the Estimator's; numbers to _TOLERANCE."""
+    for key, value in outputs.items():
+        if value.dtype.kind in "SOU":
+            np.testing.assert_array_equal(value.astype(bytes), predictions[key], err_msg=key)
+        else:
+            np.testing.assert_allclose(value, predictions[key], atol=_TOLERANCE, rtol=0,
+                                       err_msg=key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(canned_programs.BUILDERS))
+def test_to_keras_predicts_as_the_estimator(trained, name):
+    _, predictions, model = trained[name]
+    outputs = _outputs(model, FEATURES)
+    expected = ({"predictions"} if name.endswith("regressor")
+                else {"logits", "probabilities", "class_ids", "classes"})
+    assert expected <= set(outputs) <= set(predictions)
+    _check_equal(predictions, outputs)
+
+
+@pytest.mark.slow
+def test_to_keras_takes_rank_one_features(trained):
+    _, predictions, model = trained["linear_regressor"]
+    _check_equal(predictions, _outputs(model, {k: v[:, 0] for k, v in FEATURES.items()}))
+
+
+@pytest.mark.slow
+def test_to_keras_inputs_are_the_raw_features_but_the_weight(trained):
+    model = trained["wide_and_deep"][2]
+    dtypes = {k: tf.as_dtype(v.dtype).name for k, v in model.input.items()}
+    assert dtypes == {"age": "float32", "city": "string", "color": "string", "fruit": "string",
+                      "size": "float32", "tag": "int64", "tag_weight": "float32",
+                      "zip": "int64"}
+
+
+@pytest.mark.slow
+def test_migrate_estimator_writes_a_model_with_the_predictions(trained, tmp_path, capsys):
+    model_dir, predictions, _ = trained["linear_regressor"]
+    output = str(tmp_path / "keras")
+    assert migrate.main(["--estimator", f"{_PROGRAMS}:linear_regressor", "--model-dir",
+                         model_dir, "--output", output]) == 0
+    assert "saved" in capsys.readouterr().out
+    loaded = tf.keras.models.load_model(output)
+    _check_equal(predictions, _outputs(loaded, FEATURES))
+
+
+def test_migrate_estimator_refuses_an_inexpressible_column(tmp_path, capsys):
+    output = str(tmp_path / "keras")
+    assert migrate.main(["--estimator", f"{_PROGRAMS}:normalized_age", "--model-dir",
+                         str(tmp_path), "--output", output]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "'age'" in error and "normalizer_fn" in error
+    assert not os.path.exists(output)
+
+
+def test_check_refuses_another_activation():
+    age = tf.feature_column.numeric_column("age")
+    estimator = tf.estimator.DNNClassifier([2], [age], activation_fn=tf.nn.leaky_relu)
+    with pytest.raises(InexpressibleColumn, match=r"activation_fn must be .* tf\.nn\.relu"):
+        canned.check(estimator)
+
+
+def test_check_refuses_shared_embeddings():
+    columns = tf.feature_column.shared_embeddings(
+        [tf.feature_column.categorical_column_with_identity(k, 3) for k in ("a", "b")], 2)
+    estimator = tf.estimator.DNNRegressor([2], columns)
+    with pytest.raises(InexpressibleColumn, match=r"'a_shared_embedding'.*Received: "
+                                                  r"SharedEmbeddingColumn"):
+        canned.check(estimator)
+
+
+def test_to_keras_refuses_an_estimator_of_a_model_fn():
+    estimator = tf.estimator.Estimator(lambda features, labels, mode: None)
+    with pytest.raises(UsageError, match="estimator must be a model dir or one of the "
+                                         "canned Estimators"):
+        estimator_dist.to_keras(estimator)
+
+
+def test_linear_spec_refuses_an_embedding():
+    city = tf.feature_column.categorical_column_with_hash_bucket("city", 3)
+    with pytest.raises(InexpressibleColumn, match="as a linear model input"):
+        feature_columns.linear_spec(tf.feature_column.embedding_column(city, 2))

@@ -5,7 +5,8 @@ columns, hidden units, activation, batch norm, sparse combiner) and the variable
 latest checkpoint in its model dir, and builds a Keras model:
 
 * inputs: one per raw feature the columns read (``weight_column`` is not one), a dict
-  keyed by feature name; numbers as [batch] or [batch, k] tensors, strings as strings.
+  keyed by feature name: a numeric column's feature of its shape ([batch] too for shape
+  (1,)), any other [batch, k] (k values per example; strings as strings).
 * outputs: a dict as the Estimator's ``predict`` gives it: ``logits``, ``probabilities``,
   ``class_ids``, ``classes`` (and ``logistic`` for two classes) of a classifier,
   ``predictions`` of a regressor.
@@ -88,14 +89,19 @@ class _Builder:
         self.inputs: dict[str, Any] = {}
 
     def add_inputs(self, specs: list[Spec]) -> None:
+        """One input per raw feature: a numeric column's of its shape, others [batch, k]."""
         dtypes: dict[str, str] = {}
+        shapes: dict[str, tuple[int | None, ...]] = {}
         for spec in specs:
             for key, dtype in feature_columns.raw_keys(spec).items():
                 if dtypes.get(key, "raw") == "raw":
                     dtypes[key] = dtype
+            for numeric in feature_columns.numeric_specs(spec):
+                shapes[numeric["key"]] = tuple(numeric["shape"])
         for key, dtype in sorted(dtypes.items()):
             dtype = "string" if dtype == "raw" else dtype
-            self.inputs[key] = self.keras.Input(shape=(None,), dtype=dtype, name=key)
+            self.inputs[key] = self.keras.Input(shape=shapes.get(key, (None,)), dtype=dtype,
+                                                name=key)
 
     def features(self, spec: Spec) -> dict[str, Any]:
         return {key: self.inputs[key] for key in sorted(feature_columns.raw_keys(spec))}

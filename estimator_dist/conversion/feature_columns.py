@@ -204,6 +204,15 @@ def linear_spec(column: Any) -> Spec:
     return _spec_from({"NumericColumn": _numeric}, column, "a linear model input")
 
 
+def numeric_specs(spec: Spec) -> list[Spec]:
+    """The numeric specs a spec reads (itself, a bucketized column's source)."""
+    if spec["kind"] == "numeric":
+        return [spec]
+    if spec["kind"] == "bucketized":
+        return [spec["source"]]
+    return []
+
+
 def raw_keys(spec: Spec) -> dict[str, str]:
     """The raw features a spec reads: feature key -> dtype (``float32``, ``int64``,
     ``string``), ``raw`` for a crossed column's raw key (a string, unless another column

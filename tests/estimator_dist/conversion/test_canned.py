@@ -76,9 +76,9 @@ def test_to_keras_predicts_as_the_estimator(trained, name):
 
 
 @pytest.mark.slow
-def test_to_keras_takes_rank_one_features(trained):
+def test_to_keras_takes_a_numeric_feature_of_rank_one(trained):
     _, predictions, model = trained["linear_regressor"]
-    _check_equal(predictions, _outputs(model, {k: v[:, 0] for k, v in FEATURES.items()}))
+    _check_equal(predictions, _outputs(model, {**FEATURES, "age": FEATURES["age"][:, 0]}))
 
 
 @pytest.mark.slow
@@ -102,9 +102,10 @@ def test_migrate_estimator_writes_a_model_with_the_predictions(trained, tmp_path
 
 
 def test_migrate_estimator_refuses_an_inexpressible_column(tmp_path, capsys):
-    output = str(tmp_path / "keras")
+    output, model_dir = str(tmp_path / "keras"), tmp_path / "model"
+    model_dir.mkdir()
     assert migrate.main(["--estimator", f"{_PROGRAMS}:normalized_age", "--model-dir",
-                         str(tmp_path), "--output", output]) == 2
+                         str(model_dir), "--output", output]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "'age'" in error and "normalizer_fn" in error
     assert not os.path.exists(output)
@@ -118,8 +119,9 @@ def test_check_refuses_another_activation():
 
 
 def test_check_refuses_shared_embeddings():
-    columns = tf.feature_column.shared_embeddings(
-        [tf.feature_column.categorical_column_with_identity(k, 3) for k in ("a", "b")], 2)
+    with tf.Graph().as_default():  # TensorFlow builds shared embeddings in a graph only.
+        columns = tf.feature_column.shared_embeddings(
+            [tf.feature_column.categorical_column_with_identity(k, 3) for k in ("a", "b")], 2)
     estimator = tf.estimator.DNNRegressor([2], columns)
     with pytest.raises(InexpressibleColumn, match=r"'a_shared_embedding'.*Received: "
                                                   r"SharedEmbeddingColumn"):

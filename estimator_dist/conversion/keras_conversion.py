@@ -180,6 +180,7 @@ def to_keras(model_dir: Any, *, model: str | None = None, params: Mapping[str, A
     """
     if not isinstance(model_dir, (str, os.PathLike)):
         return _canned_to_keras(model_dir, model, params, checkpoint, keras)
+    model_dir = os.fspath(model_dir)
     checkpoint_path = checkpoint or latest_checkpoint(model_dir)
     keras = keras_module(keras)
     builtin, params = _recorded_model(model_dir, model, params)

@@ -9,8 +9,9 @@ Estimator's:
 * ``LinearColumn``: one column's part of a linear model's logits (its ``weights``: a
   matmul of a numeric column, a sparse sum of a categorical column's rows).
 * ``LinearBias``: the sum of the parts and ``bias_weights``.
-* ``ClassifierHead``: logits → ``logits``, ``probabilities``, ``class_ids``, ``classes``
-  (and ``logistic`` for two classes), as the Estimator's head predicts them.
+* ``ClassifierHead``: logits → ``logits``, ``probabilities``, ``class_ids``, ``classes``,
+  ``all_class_ids``, ``all_classes`` (and ``logistic`` for two classes), as the
+  Estimator's head predicts them.
 
 Raw features are [batch] or [batch, k] tensors. As ``tf.feature_column`` does for dense
 input, a categorical column drops the empty string (and -1 of an integer feature) before
@@ -275,12 +276,16 @@ class ClassifierHead(keras.layers.Layer):
             logits = tf.concat([tf.zeros_like(logits), logits], axis=-1)
         outputs["probabilities"] = tf.nn.softmax(logits)
         class_ids = tf.expand_dims(tf.argmax(logits, axis=-1), -1)
-        outputs["class_ids"] = class_ids
-        if self.label_vocabulary is None:
-            outputs["classes"] = tf.strings.as_string(class_ids)
-        else:
-            outputs["classes"] = tf.gather(tf.constant(self.label_vocabulary), class_ids)
+        all_class_ids = tf.tile(tf.expand_dims(tf.range(self.n_classes), 0),
+                                [tf.shape(logits)[0], 1])
+        outputs.update(class_ids=class_ids, classes=self._names(class_ids),
+                       all_class_ids=all_class_ids, all_classes=self._names(all_class_ids))
         return outputs
+
+    def _names(self, class_ids: tf.Tensor) -> tf.Tensor:
+        if self.label_vocabulary is None:
+            return tf.strings.as_string(class_ids)
+        return tf.gather(tf.constant(self.label_vocabulary), class_ids)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "n_classes": self.n_classes,

@@ -8,7 +8,8 @@ latest checkpoint in its model dir, and builds a Keras model:
   keyed by feature name: a numeric column's feature of its shape ([batch] too for shape
   (1,)), any other [batch, k] (k values per example; strings as strings).
 * outputs: a dict as the Estimator's ``predict`` gives it: ``logits``, ``probabilities``,
-  ``class_ids``, ``classes`` (and ``logistic`` for two classes) of a classifier,
+  ``class_ids``, ``classes``, ``all_class_ids``, ``all_classes`` (and ``logistic`` for two
+  classes) of a classifier,
   ``predictions`` of a regressor.
 * layers named after the checkpoint's scopes: ``dnn_<column>`` (``DenseColumn``),
   ``hiddenlayer_<i>``, ``batchnorm_<i>``, ``logits``; ``linear_<column>``
@@ -22,6 +23,7 @@ process (``keras_conversion.to_keras``).
 """
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from estimator_dist.conversion import feature_columns
@@ -31,6 +33,9 @@ from estimator_dist.errors import UsageError
 if TYPE_CHECKING:
     import numpy as np
 
+# A converted model → the parsing spec of its Estimator's feature columns
+# (``tf.feature_column.make_parse_example_spec``), for ``example_signatures``.
+_PARSING_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _BATCH_NORM_EPSILON = 1e-3  # The canned DNN's BatchNormalization keeps Keras's default.
 _CANNED = ("DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
            "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor")
@@ -250,4 +255,60 @@ def to_keras(estimator: Any, checkpoint: str | None = None) -> Any:
                                 name=canned_name(estimator).lower())
     for layer_name, values in builder.weights.items():
         model.get_layer(layer_name).set_weights(values)
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    _PARSING_SPECS[model] = tf.feature_column.make_parse_example_spec(
+        list(arguments["feature_columns"]) + list(arguments["linear_feature_columns"]))
     return model
+
+
+def _parsed(model: Any, spec: dict[str, Any], examples: Any) -> dict[str, Any]:
+    """The model's raw features from serialized ``tf.Example`` strings: variable-length
+    features padded with the values the columns drop ('' or -1)."""
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    features = {}
+    for key, value in tf.io.parse_example(examples, spec).items():
+        if isinstance(value, tf.SparseTensor):
+            padding = tf.constant("" if value.dtype == tf.string else -1, value.dtype)
+            value = tf.sparse.to_dense(value, default_value=padding)
+        features[key] = value
+    return {key: features[key] for key in model.input}
+
+
+def example_signatures(model: Any) -> dict[str, Any]:
+    """The signatures of the Estimator's export with the parsing serving input of its
+    feature columns, for a model ``to_keras`` converted (else none): ``predict``
+    (``examples`` → every prediction), a classifier's ``classification`` (``inputs`` →
+    ``classes``: all classes, ``scores``: probabilities; also ``serving_default``) and,
+    for two classes, ``regression`` (``outputs``: logistic); a regressor's ``regression``
+    (``outputs``, one label dimension; ``serving_default`` is it, else ``predict``)."""
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    spec = _PARSING_SPECS.get(model)
+    if spec is None:
+        return {}
+
+    def predictions(examples: tf.Tensor) -> dict[str, tf.Tensor]:
+        return model(_parsed(model, spec, examples), training=False)
+
+    def signature(name: str, outputs: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+        return tf.function(lambda serialized: outputs(predictions(serialized)),
+                           input_signature=[tf.TensorSpec([None], tf.string, name=name)])
+
+    signatures = {"predict": signature("examples", dict)}
+    outputs = model.output
+    if "probabilities" in outputs:
+        signatures["classification"] = signature(
+            "inputs", lambda p: {"classes": p["all_classes"], "scores": p["probabilities"]})
+        if "logistic" in outputs:
+            signatures["regression"] = signature("inputs",
+                                                 lambda p: {"outputs": p["logistic"]})
+        signatures["serving_default"] = signatures["classification"]
+    elif outputs["predictions"].shape[-1] == 1:
+        signatures["regression"] = signature("inputs",
+                                             lambda p: {"outputs": p["predictions"]})
+        signatures["serving_default"] = signatures["regression"]
+    else:
+        signatures["serving_default"] = signatures["predict"]
+    return signatures

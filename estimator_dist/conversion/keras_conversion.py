@@ -316,9 +316,21 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
+def _signatures(keras_model: Any) -> dict[str, Any]:
+    """The SavedModel's signatures: the raw features' one (``_serving_signature``) as
+    ``serving_default``; for a converted canned Estimator, as ``features`` beside the
+    Estimator export's own (``canned.example_signatures``)."""
+    from estimator_dist.conversion import canned
+
+    examples = canned.example_signatures(keras_model)
+    if not examples:
+        return {"serving_default": _serving_signature(keras_model)}
+    return {"features": _serving_signature(keras_model), **examples}
+
+
 def _serving_signature(keras_model: Any) -> Any:
-    """A ``serving_default`` keyed like the model's dict inputs and outputs (Keras's own
-    keys its outputs by layer name), so the Estimator export's clients keep their names."""
+    """A signature keyed like the model's dict inputs and outputs (Keras's own keys its
+    outputs by layer name), so the Estimator export's clients keep their names."""
     import tensorflow as tf  # Late: loads TensorFlow.
 
     specs = {name: tf.TensorSpec(tensor.shape, tensor.dtype, name=name)
@@ -347,7 +359,7 @@ def _save_keras_3(keras_model: Any, path: str) -> None:
                          f"Received: output={os.path.basename(path)!r}")
     keras.saving.save_model(keras_model, path, zipped=False)
     if isinstance(keras_model.input, dict):
-        tf.saved_model.save(keras_model, path, signatures=_serving_signature(keras_model))
+        tf.saved_model.save(keras_model, path, signatures=_signatures(keras_model))
 
 
 def save(keras_model: Any, output: str | os.PathLike, *, overwrite: bool = False) -> str:
@@ -379,7 +391,7 @@ def save(keras_model: Any, output: str | os.PathLike, *, overwrite: bool = False
         elif output.endswith(".keras") or not isinstance(keras_model.input, dict):
             keras_model.save(staged)
         else:
-            keras_model.save(staged, signatures=_serving_signature(keras_model))
+            keras_model.save(staged, signatures=_signatures(keras_model))
         _write_marker(staged)
         if os.path.lexists(output):
             _remove(output)

@@ -4,6 +4,8 @@ One module fixture trains each Estimator of ``canned_programs`` a few steps, tak
 ``predict`` on the same eight examples, then converts it (on TensorFlow 2.15 Keras models
 are built after the Estimator's calls, as ``keras_conversion.to_keras`` says).
 """
+import base64
+import json
 import os
 
 import numpy as np
@@ -12,11 +14,12 @@ import tensorflow as tf
 
 import estimator_dist
 from estimator_dist.commands import migrate
-from estimator_dist.conversion import canned, feature_columns
+from estimator_dist.conversion import canned, feature_columns, keras_conversion
 from estimator_dist.conversion.feature_columns import InexpressibleColumn
 from estimator_dist.errors import UsageError
 from tests.estimator_dist.conversion import canned_programs
 from tests.estimator_dist.conversion.canned_programs import FEATURES
+from tests.support import run_python
 from tests.train_support import keep_tf_logging  # noqa: F401
 
 pytestmark = [pytest.mark.both_ends, pytest.mark.usefixtures("keep_tf_logging"),
@@ -69,9 +72,7 @@ def _check_equal(predictions, outputs):
 def test_to_keras_predicts_as_the_estimator(trained, name):
     _, predictions, model = trained[name]
     outputs = _outputs(model, FEATURES)
-    expected = ({"predictions"} if name.endswith("regressor")
-                else {"logits", "probabilities", "class_ids", "classes"})
-    assert expected <= set(outputs) <= set(predictions)
+    assert set(outputs) == set(predictions)
     _check_equal(predictions, outputs)
 
 
@@ -139,3 +140,46 @@ def test_linear_spec_refuses_an_embedding():
     city = tf.feature_column.categorical_column_with_hash_bucket("city", 3)
     with pytest.raises(InexpressibleColumn, match="as a linear model input"):
         feature_columns.linear_spec(tf.feature_column.embedding_column(city, 2))
+
+
+def _serialized_examples(features):
+    """Base64 tf.Example strings of ``features``' rows, without the values columns drop."""
+    examples = []
+    for row in range(len(features["age"])):
+        feature = {}
+        for key, values in features.items():
+            values = values[row].ravel()
+            if values.dtype.kind == "f":
+                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+            elif values.dtype.kind == "i":
+                feature[key] = tf.train.Feature(
+                    int64_list=tf.train.Int64List(value=[v for v in values if v != -1]))
+            else:
+                feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(
+                    value=[v.encode() for v in values if v]))
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        examples.append(base64.b64encode(example.SerializeToString()).decode())
+    return examples
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_saved_model_serves_examples_as_the_estimator_export_in_a_plain_process(
+        trained, tmp_path):
+    _, predictions, model = trained["wide_and_deep"]
+    output = keras_conversion.save(model, tmp_path / "keras")
+    examples = tmp_path / "examples.json"
+    examples.write_text(json.dumps(_serialized_examples(FEATURES)))
+    result = run_python(["tests/programs/serve_examples.py", output, str(examples)],
+                        timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert served["imported"] == []
+    outputs = {name: {k: np.asarray(v) for k, v in signature.items()}
+               for name, signature in served["outputs"].items()}
+    assert set(outputs) == {"predict", "classification", "regression", "serving_default"}
+    _check_equal(predictions, outputs["predict"])
+    _check_equal({"classes": predictions["all_classes"], "scores": predictions["probabilities"]},
+                 outputs["classification"])
+    _check_equal({"outputs": predictions["logistic"]}, outputs["regression"])
+    assert outputs["serving_default"].keys() == {"classes", "scores"}

@@ -43,9 +43,10 @@ class InexpressibleColumn(UsageError):
 
 
 def _refuse(column: Any, option: str, value: Any) -> InexpressibleColumn:
+    shown = value.__qualname__ if callable(value) else repr(value)
     return InexpressibleColumn(
         f"feature column {_name(column)!r} must use only options the Keras conversion "
-        f"reproduces exactly; {option} is not one. Received: {option}={value!r}")
+        f"reproduces exactly; {option} is not one. Received: {option}={shown}")
 
 
 def _name(column: Any) -> str:

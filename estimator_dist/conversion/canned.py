@@ -218,24 +218,22 @@ def check(estimator: Any) -> None:
     _checked(estimator)
 
 
-def to_keras(estimator: Any, checkpoint: str | None = None) -> Any:
+def to_keras(estimator: Any, checkpoint: str) -> Any:
     """The Keras model of a trained canned ``estimator`` (see the module docstring).
 
     Args:
-      estimator: the canned Estimator object, as the program builds it; its model dir
-        holds the checkpoint.
-      checkpoint: the checkpoint prefix to convert (default: the model dir's latest).
+      estimator: the canned Estimator object, as the program builds it.
+      checkpoint: the prefix of the checkpoint it trained (``keras_conversion.to_keras``
+        takes its model dir's latest).
 
     Raises:
       InexpressibleColumn: a feature column, option or activation the conversion cannot
         reproduce exactly (a ``UsageError``).
-      UsageError: ``estimator`` is no canned Estimator, its model dir holds no checkpoint,
-        or the checkpoint lacks one of its variables.
+      UsageError: ``estimator`` is no canned Estimator, or the checkpoint lacks one of its
+        variables.
     """
-    from estimator_dist.conversion.keras_conversion import latest_checkpoint
-
     arguments, dnn, linear = _checked(estimator)
-    builder = _Builder(_Checkpoint(checkpoint or latest_checkpoint(estimator.model_dir)))
+    builder = _Builder(_Checkpoint(checkpoint))
     units = arguments["head"].logits_dimension
     builder.add_inputs(dnn + linear)
     logits = []

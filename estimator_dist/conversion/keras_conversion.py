@@ -209,7 +209,8 @@ def _canned_to_keras(estimator: Any, model: str | None, params: Mapping[str, Any
         raise UsageError("model, params and keras must be left out for a canned Estimator "
                          "(it says what it is and which Keras it is built with). Received: "
                          f"model={model!r}, params={params!r}, keras={keras!r}")
-    return canned.to_keras(estimator, checkpoint)
+    canned.check(estimator)  # Before the model dir is read.
+    return canned.to_keras(estimator, checkpoint or latest_checkpoint(estimator.model_dir))
 
 
 def _marker(path: str) -> dict[str, Any] | None:

@@ -93,6 +93,22 @@ def dnn_classifier(model_dir=None, vocabulary_file=None):
         n_classes=3)
 
 
+def wide_and_deep_regressor(model_dir=None, vocabulary_file=None):
+    """V1, relu."""
+    c = _columns(vocabulary_file)
+    return tf.compat.v1.estimator.DNNLinearCombinedRegressor(
+        model_dir=model_dir, linear_feature_columns=[c["color"], c["cross"]],
+        dnn_feature_columns=[fc.embedding_column(c["fruit"], 2), c["size"]],
+        dnn_hidden_units=[3])
+
+
+def binary_linear_classifier(model_dir=None, vocabulary_file=None):
+    """V1, two classes named by a label vocabulary."""
+    c = _columns(vocabulary_file)
+    return tf.compat.v1.estimator.LinearClassifier(
+        [c["city"], c["weighted_tag"]], model_dir=model_dir, label_vocabulary=["no", "yes"])
+
+
 def normalized_age():
     """A numeric column with a normalizer_fn: refused."""
     age = fc.numeric_column("age", normalizer_fn=lambda x: x / 100.)
@@ -106,7 +122,11 @@ LABELS = {
     "linear_classifier": np.array([[0], [1], [2], [1], [0], [2], [1], [0]]),
     "linear_regressor": np.arange(8, dtype=np.float32).reshape(8, 1) / 4.,
     "dnn_classifier": np.array([[2], [1], [0], [1], [0], [2], [1], [0]]),
+    "wide_and_deep_regressor": np.arange(8, dtype=np.float32).reshape(8, 1) / 2.,
+    "binary_linear_classifier": np.array([["yes"], ["no"], ["no"], ["yes"], ["yes"], ["no"],
+                                          ["no"], ["yes"]]),
 }
 BUILDERS = {"wide_and_deep": wide_and_deep, "dnn_regressor": dnn_regressor,
             "linear_classifier": linear_classifier, "linear_regressor": linear_regressor,
-            "dnn_classifier": dnn_classifier}
+            "dnn_classifier": dnn_classifier, "wide_and_deep_regressor": wide_and_deep_regressor,
+            "binary_linear_classifier": binary_linear_classifier}

@@ -1,6 +1,7 @@
 """``python -m estimator_dist.migrate``: a train run's checkpoint as a Keras model, saved.
 
     python -m estimator_dist.migrate --model-dir D --output OUT
+    python -m estimator_dist.migrate --estimator MODULE:FUNCTION --model-dir D --output OUT
 
 Converts the latest checkpoint in ``D`` with ``estimator_dist.conversion.keras_conversion.to_keras``
 (its docstring names the inputs and outputs) and saves the model to ``OUT`` (a directory,

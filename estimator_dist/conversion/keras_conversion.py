@@ -21,7 +21,8 @@ temporary name next to the output, then renamed into place; an existing output i
 replaced only when ``save`` wrote it (it holds ``MARKER``) and holds no file but those
 the marker lists. ``python -m
 estimator_dist.migrate`` runs both; a checkpoint of another model_fn converts through a
-mapping file instead (``checkpoint_mapping``).
+mapping file instead (``checkpoint_mapping``), and a canned Estimator's (``DNNClassifier``,
+``LinearRegressor``, ...) through the Estimator object itself (``canned``).
 """
 from __future__ import annotations
 

@@ -192,3 +192,30 @@ def test_saved_model_serves_examples_as_the_estimator_export_in_a_plain_process(
                  outputs["classification"])
     _check_equal({"outputs": predictions["logistic"]}, outputs["regression"])
     assert outputs["serving_default"].keys() == {"classes", "scores"}
+
+
+@pytest.mark.slow
+def test_wide_and_deep_checkpoint_holds_the_slots_of_two_optimizers(trained):
+    """What docs/migration.md says of training on: FTRL trains the linear part, Adagrad
+    the DNN, and the checkpoint holds the slots the conversion leaves behind."""
+    names = [name for name, _ in tf.train.list_variables(trained["wide_and_deep"][0])]
+    assert any(n.startswith("training/Ftrl/linear/") and n.endswith("/accumulator")
+               for n in names)
+    assert any(n.startswith("training/Ftrl/linear/") and n.endswith("/linear") for n in names)
+    assert any(n.startswith("training/Adagrad/dnn/") and n.endswith("/accumulator")
+               for n in names)
+
+
+# Last of the tests of the module fixture: fit changes the linear regressor's weights.
+@pytest.mark.slow
+def test_converted_model_trains_on_with_fit(trained):
+    """The converted layers are trainable Keras layers: ``fit`` lowers the regressor's
+    loss from the Estimator's weights (with a new optimizer)."""
+    model_dir, _, model = trained["linear_regressor"]
+    labels = {"predictions": canned_programs.LABELS["linear_regressor"]}
+    data = tf.data.Dataset.from_tensors(({k: FEATURES[k] for k in model.input}, labels))
+    model.compile(optimizer=tf.keras.optimizers.SGD(1e-4), loss={"predictions": "mse"})
+    history = model.fit(data, epochs=5, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0]
+    assert tf.train.load_checkpoint(model_dir).get_tensor("global_step") == 5

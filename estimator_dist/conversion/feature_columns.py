@@ -1,14 +1,15 @@
 """A canned Estimator's feature columns as plain specs the Keras layers rebuild exactly.
 
-``spec_of(column)`` turns one ``tf.feature_column`` object into a JSON-able dict (its
-``"kind"`` and the options that decide its output), which ``_column_layers`` computes with
-the same TensorFlow ops as the column: ``tf.strings.to_hash_bucket_fast`` for hash buckets
-and out-of-vocabulary buckets, ``tf.sparse.cross_hashed`` with the column's ``hash_key``
-for crosses, ``Bucketize`` for boundaries. Vocabulary files are read here, so the Keras
+``dense_spec``, ``linear_spec`` and ``categorical_spec`` turn one ``tf.feature_column``
+object into a JSON-able dict (its ``"kind"`` and the options that decide its output),
+which ``_column_layers`` computes with the same TensorFlow ops as the column:
+``tf.strings.to_hash_bucket_fast`` for hash buckets and out-of-vocabulary buckets,
+``tf.sparse.cross_hashed`` with the column's ``hash_key`` for crosses, ``Bucketize`` for
+boundaries. Vocabulary files are read here, so the Keras
 model carries its vocabulary. A column or option the layers cannot reproduce exactly is
 refused with ``InexpressibleColumn`` naming it: nothing approximate is built.
 
-Kinds (``COLUMN_LAYERS`` lists each with the Keras layer that computes it): ``numeric``,
+Kinds (docs/migration.md, "Canned estimators", has each column's Keras side): ``numeric``,
 ``bucketized``, ``vocabulary`` (list and file), ``hash``, ``identity``, ``weighted``,
 ``crossed`` (leaves: categorical specs or ``raw`` feature keys), ``embedding``,
 ``indicator``.
@@ -21,20 +22,6 @@ from typing import Any, Callable
 from estimator_dist.errors import UsageError
 
 Spec = dict[str, Any]
-
-# The feature column → the Keras layer computing it (docs/migration.md's table).
-COLUMN_LAYERS = {
-    "numeric_column": "DenseColumn (a float cast, reshaped to [batch, prod(shape)])",
-    "bucketized_column": "DenseColumn (one-hot of Bucketize) / LinearColumn",
-    "categorical_column_with_vocabulary_list": "LinearColumn, or inside indicator/embedding",
-    "categorical_column_with_vocabulary_file": "as _list; the file is read into the model",
-    "categorical_column_with_hash_bucket": "tf.strings.to_hash_bucket_fast, as TensorFlow",
-    "categorical_column_with_identity": "the ids themselves, default_value for the rest",
-    "crossed_column": "tf.sparse.cross_hashed with the column's hash_key",
-    "weighted_categorical_column": "the ids with their weights",
-    "embedding_column": "DenseColumn: an embedding table, combiner sum/mean/sqrtn, max_norm",
-    "indicator_column": "DenseColumn: the (weighted) multi-hot sum",
-}
 
 
 class InexpressibleColumn(UsageError):

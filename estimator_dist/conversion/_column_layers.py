@@ -140,6 +140,23 @@ def categorical_ids(spec: Spec, features: dict[str, Any]
     return ids, present, None
 
 
+@tf.custom_gradient
+def _summed_rows(table: tf.Tensor) -> tuple[tf.Tensor, Any]:
+    """``table`` whose gradient, when it is a row update (``tf.IndexedSlices``), holds each
+    row once, its updates summed: what TensorFlow's optimizers apply before a sparse step.
+    Keras 3's optimizers square the rows as they come, so a row met twice in a batch
+    (a hash collision, a repeated id) would grow its accumulator by the sum of squares
+    instead of the square of the sum."""
+    def gradient(upstream: Any) -> Any:
+        if not isinstance(upstream, tf.IndexedSlices):
+            return upstream
+        rows, positions = tf.unique(upstream.indices)
+        values = tf.math.unsorted_segment_sum(upstream.values, positions, tf.size(rows))
+        return tf.IndexedSlices(values, rows, upstream.dense_shape)
+
+    return tf.identity(table), gradient
+
+
 def combine(table: tf.Tensor, spec: Spec, features: dict[str, Any], combiner: str,
             max_norm: float | None = None) -> tf.Tensor:
     """``safe_embedding_lookup_sparse`` of ``table`` [num_buckets, d] by a categorical
@@ -152,7 +169,7 @@ def combine(table: tf.Tensor, spec: Spec, features: dict[str, Any], combiner: st
     elif combiner != "sum":
         valid = tf.logical_and(valid, weights > 0)
     weights = tf.where(valid, tf.cast(weights, table.dtype), tf.zeros_like(weights))
-    rows = tf.gather(table, tf.where(valid, ids, tf.zeros_like(ids)))
+    rows = tf.gather(_summed_rows(table), tf.where(valid, ids, tf.zeros_like(ids)))
     if max_norm is not None:
         rows = tf.clip_by_norm(rows, max_norm, axes=[-1])
     total = tf.reduce_sum(rows * tf.expand_dims(weights, -1), axis=1)

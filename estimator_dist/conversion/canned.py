@@ -36,6 +36,17 @@ if TYPE_CHECKING:
 # A converted model → the parsing spec of its Estimator's feature columns
 # (``tf.feature_column.make_parse_example_spec``), for ``example_signatures``.
 _PARSING_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A converted model → its weights' checkpoint variables (by the weight's id), for
+# ``optimizer``.
+_SOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The Estimator's optimizers whose Keras counterpart continues them: name in the
+# checkpoint's ``training/`` scope → (Keras class name, hyperparameters read from the
+# checkpoint, slots per variable in the Keras optimizer's order).
+_OPTIMIZERS = {
+    "Adagrad": ("Adagrad", ("learning_rate",), ("accumulator",)),
+    "Ftrl": ("Ftrl", ("learning_rate", "learning_rate_power", "l1_regularization_strength",
+                      "l2_regularization_strength", "beta"), ("accumulator", "linear")),
+}
 _BATCH_NORM_EPSILON = 1e-3  # The canned DNN's BatchNormalization keeps Keras's default.
 _CANNED = ("DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
            "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor")
@@ -79,6 +90,9 @@ class _Checkpoint:
                              f"Received: checkpoint={self.path!r} without it")
         return self._reader.get_tensor(name)
 
+    def names(self) -> list[str]:
+        return list(self._reader.get_variable_to_shape_map())
+
 
 class _Builder:
     """Builds the Keras model part by part, collecting each layer's checkpoint values."""
@@ -90,7 +104,7 @@ class _Builder:
 
         self.keras, self.layers = keras, _column_layers
         self.checkpoint = checkpoint
-        self.weights: dict[str, list[np.ndarray]] = {}
+        self.weights: dict[str, list[str]] = {}
         self.inputs: dict[str, Any] = {}
 
     def add_inputs(self, specs: list[Spec]) -> None:
@@ -111,8 +125,9 @@ class _Builder:
     def features(self, spec: Spec) -> dict[str, Any]:
         return {key: self.inputs[key] for key in sorted(feature_columns.raw_keys(spec))}
 
-    def layer(self, layer: Any, values: list[np.ndarray], *args: Any) -> Any:
-        self.weights[layer.name] = values
+    def layer(self, layer: Any, names: list[str], *args: Any) -> Any:
+        """Calls ``layer``; its weights will be the checkpoint's variables ``names``."""
+        self.weights[layer.name] = names
         return layer(*args)
 
     def dnn_logits(self, specs: list[Spec], arguments: dict[str, Any], units: int) -> Any:
@@ -120,9 +135,9 @@ class _Builder:
         parts = []
         for spec in specs:
             layer = self.layers.DenseColumn(spec, name=f"dnn_{spec['name']}")
-            values = ([self.checkpoint[f"{scope}/{spec['name']}/embedding_weights"]]
-                      if spec["kind"] == "embedding" else [])
-            parts.append(self.layer(layer, values, self.features(spec)))
+            names = ([f"{scope}/{spec['name']}/embedding_weights"]
+                     if spec["kind"] == "embedding" else [])
+            parts.append(self.layer(layer, names, self.features(spec)))
         net = parts[0] if len(parts) == 1 else self.keras.layers.Concatenate(
             name="dnn_input_layer")(parts)
         activation = arguments["activation"]
@@ -130,28 +145,25 @@ class _Builder:
             name = f"dnn/hiddenlayer_{i}"
             net = self.layer(self.keras.layers.Dense(width, activation=activation,
                                                      name=f"hiddenlayer_{i}"),
-                             [self.checkpoint[f"{name}/kernel"], self.checkpoint[f"{name}/bias"]],
-                             net)
+                             [f"{name}/kernel", f"{name}/bias"], net)
             if arguments["batch_norm"]:
                 norm = f"{name}/batchnorm_{i}"
                 net = self.layer(
                     self.keras.layers.BatchNormalization(epsilon=_BATCH_NORM_EPSILON,
                                                          name=f"batchnorm_{i}"),
-                    [self.checkpoint[f"{norm}/{v}"]
-                     for v in ("gamma", "beta", "moving_mean", "moving_variance")], net)
+                    [f"{norm}/{v}" for v in ("gamma", "beta", "moving_mean", "moving_variance")],
+                    net)
         return self.layer(self.keras.layers.Dense(units, name="logits"),
-                          [self.checkpoint["dnn/logits/kernel"],
-                           self.checkpoint["dnn/logits/bias"]], net)
+                          ["dnn/logits/kernel", "dnn/logits/bias"], net)
 
     def linear_logits(self, specs: list[Spec], combiner: str, units: int) -> Any:
         scope = "linear/linear_model"
         parts = [self.layer(self.layers.LinearColumn(spec, units, combiner,
                                                      name=f"linear_{spec['name']}"),
-                            [self.checkpoint[f"{scope}/{spec['name']}/weights"]],
-                            self.features(spec))
+                            [f"{scope}/{spec['name']}/weights"], self.features(spec))
                  for spec in specs]
         return self.layer(self.layers.LinearBias(units, name="linear_bias"),
-                          [self.checkpoint[f"{scope}/bias_weights"]], parts)
+                          [f"{scope}/bias_weights"], parts)
 
 
 def _activation(arguments: dict[str, Any]) -> str:
@@ -251,8 +263,10 @@ def to_keras(estimator: Any, checkpoint: str) -> Any:
         outputs = head(total)
     model = builder.keras.Model(builder.inputs, outputs,
                                 name=canned_name(estimator).lower())
-    for layer_name, values in builder.weights.items():
-        model.get_layer(layer_name).set_weights(values)
+    for layer_name, names in builder.weights.items():
+        model.get_layer(layer_name).set_weights([builder.checkpoint[n] for n in names])
+    _SOURCES[model] = {id(weight): name for layer_name, names in builder.weights.items()
+                       for weight, name in zip(model.get_layer(layer_name).weights, names)}
     import tensorflow as tf  # Late: loads TensorFlow.
 
     _PARSING_SPECS[model] = tf.feature_column.make_parse_example_spec(
@@ -310,3 +324,45 @@ def example_signatures(model: Any) -> dict[str, Any]:
     else:
         signatures["serving_default"] = signatures["predict"]
     return signatures
+
+
+def _optimizer_scope(names: list[str]) -> str:
+    scopes = sorted({n.split("/")[1] for n in names if n.startswith("training/")})
+    if len(scopes) != 1 or scopes[0] not in _OPTIMIZERS:
+        raise UsageError(
+            f"checkpoint must hold the slots of one optimizer the Keras conversion carries "
+            f"({', '.join(_OPTIMIZERS)}; a V2 canned Estimator's). Received: "
+            f"{', '.join(scopes) or 'none'}")
+    return scopes[0]
+
+
+def optimizer(model: Any, checkpoint: str) -> Any:
+    """A Keras optimizer that continues the Estimator's from ``checkpoint``: the same kind
+    (``_OPTIMIZERS``) and hyperparameters, its slots (accumulators, FTRL's linear terms)
+    carried to ``model``'s trainable weights; compile ``model`` with it and ``fit`` goes
+    on where the Estimator stopped.
+
+    Raises:
+      UsageError: ``model`` is no model ``to_keras`` converted from a canned Estimator, or
+        the checkpoint holds no slots of one optimizer of ``_OPTIMIZERS`` (a wide-and-deep
+        model trains two).
+    """
+    import keras  # Late: loads Keras.
+
+    sources = _SOURCES.get(model)
+    if sources is None:
+        raise UsageError("model must be a Keras model to_keras converted from a canned "
+                         f"Estimator. Received: {type(model).__name__} {model.name!r}")
+    reader = _Checkpoint(checkpoint)
+    scope = _optimizer_scope(list(reader.names()))
+    class_name, hyperparameters, slots = _OPTIMIZERS[scope]
+    keras_optimizer = getattr(keras.optimizers, class_name)(
+        **{h: float(reader[f"training/{scope}/{h}"]) for h in hyperparameters})
+    variables = list(model.trainable_variables)
+    keras_optimizer.build(variables)
+    slot_variables = [v for v in keras_optimizer.variables if len(v.shape)]
+    for i, variable in enumerate(variables):
+        for j, slot in enumerate(slots):
+            slot_variables[i * len(slots) + j].assign(
+                reader[f"training/{scope}/{sources[id(variable)]}/{slot}"])
+    return keras_optimizer

@@ -197,13 +197,16 @@ def test_saved_model_serves_examples_as_the_estimator_export_in_a_plain_process(
 @pytest.mark.slow
 def test_wide_and_deep_checkpoint_holds_the_slots_of_two_optimizers(trained):
     """What docs/migration.md says of training on: FTRL trains the linear part, Adagrad
-    the DNN, and the checkpoint holds the slots the conversion leaves behind."""
+    the DNN, so ``canned.optimizer`` refuses to carry them into one Keras optimizer."""
     names = [name for name, _ in tf.train.list_variables(trained["wide_and_deep"][0])]
     assert any(n.startswith("training/Ftrl/linear/") and n.endswith("/accumulator")
                for n in names)
     assert any(n.startswith("training/Ftrl/linear/") and n.endswith("/linear") for n in names)
     assert any(n.startswith("training/Adagrad/dnn/") and n.endswith("/accumulator")
                for n in names)
+    model_dir, _, model = trained["wide_and_deep"]
+    with pytest.raises(UsageError, match=r"one optimizer .* Received: Adagrad, Ftrl"):
+        canned.optimizer(model, tf.train.latest_checkpoint(model_dir))
 
 
 # Last of the tests of the module fixture: fit changes the linear regressor's weights.

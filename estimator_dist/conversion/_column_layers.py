@@ -15,7 +15,8 @@ Estimator's:
 
 Raw features are [batch] or [batch, k] tensors. As ``tf.feature_column`` does for dense
 input, a categorical column drops the empty string (and -1 of an integer feature) before
-it looks values up; a crossed column's raw keys cross every value as given. An id is
+it looks values up; so does a crossed column's raw key, as an Estimator export parsing
+``tf.Example`` strings sees no value where the features had none. An id is
 "present" where a value was given and "valid" where it is also in range (a vocabulary's
 ``default_value=-1``): embeddings and linear weights combine the valid ids (and, but for
 the ``sum`` combiner, only weights above 0), crosses hash every present id. Registered
@@ -107,8 +108,7 @@ def _crossed_ids(spec: Spec, features: dict[str, Any]) -> tuple[tf.Tensor, tf.Te
     inputs = []
     for leaf in spec["keys"]:
         if leaf["kind"] == "raw":
-            values = _feature(features, leaf["key"], "int64")
-            inputs.append(_sparse(values, tf.ones_like(values, dtype=tf.bool)))
+            inputs.append(_sparse(*_given(leaf, features)))
         else:
             ids, present, _ = categorical_ids(leaf, features)
             inputs.append(_sparse(ids, present))

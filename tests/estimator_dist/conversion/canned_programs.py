@@ -13,7 +13,7 @@ FEATURES = {
                       [2., -3.], [4., 0.]], np.float32),
     "color": np.array([["red", ""], ["x", "red"], ["blue", "green"], ["", ""],
                        ["green", "y"], ["red", "red"], ["blue", ""], ["z", "blue"]]),
-    "city": np.array([["a"], ["b"], ["c"], ["d"], ["e"], ["f"], ["g"], [""]]),
+    "city": np.array([["a"], ["b"], ["c"], ["d"], ["e"], ["f"], ["g"], ["h"]]),
     "fruit": np.array([["apple"], ["pear"], ["kiwi"], ["plum"], ["fig"], ["apple"],
                        ["lime"], ["pear"]]),
     "slot": np.array([[0, 1], [1, -1], [4, 9], [2, 2], [3, -1], [7, 0], [1, 4], [-1, -1]],

@@ -5,6 +5,7 @@ One module fixture trains each Estimator of ``canned_programs`` a few steps, tak
 are built after the Estimator's calls, as ``keras_conversion.to_keras`` says).
 """
 import base64
+import glob
 import json
 import os
 
@@ -17,6 +18,7 @@ from estimator_dist.commands import migrate
 from estimator_dist.conversion import canned, feature_columns, keras_conversion
 from estimator_dist.conversion.feature_columns import InexpressibleColumn
 from estimator_dist.errors import UsageError
+from estimator_dist.mends import internals
 from tests.estimator_dist.conversion import canned_programs
 from tests.estimator_dist.conversion.canned_programs import FEATURES
 from tests.support import REPO_ROOT, run_python
@@ -55,8 +57,23 @@ def trained(tmp_path_factory):
         estimator.train(_input_fn(FEATURES, canned_programs.LABELS[name]), steps=5)
         predictions = next(estimator.predict(_input_fn(FEATURES), yield_single_examples=False))
         runs[name] = (estimator, predictions)
+    _export(runs["wide_and_deep"][0], root / "export")
     return {name: (estimator.model_dir, predictions, estimator_dist.to_keras(estimator))
             for name, (estimator, predictions) in runs.items()}
+
+
+def _export(estimator, export_dir):
+    """The Estimator's own export, serving tf.Example strings parsed by its columns' spec."""
+    arguments = internals.canned_estimator_arguments(estimator)
+    columns = list(arguments["linear_feature_columns"]) + list(arguments["dnn_feature_columns"])
+    receiver = tf.estimator.export.build_parsing_serving_input_receiver_fn(
+        tf.feature_column.make_parse_example_spec(columns))
+    estimator.export_saved_model(str(export_dir), receiver)
+
+
+def _exported(model_dir):
+    (path,) = glob.glob(os.path.join(os.path.dirname(model_dir), "export", "*"))
+    return path
 
 
 def _outputs(model, features):
@@ -67,7 +84,8 @@ def _check_equal(predictions, outputs):
     """Every output of the Keras model equals the Estimator's; numbers to _TOLERANCE."""
     for key, value in outputs.items():
         if value.dtype.kind in "SOU":
-            np.testing.assert_array_equal(value.astype(bytes), predictions[key], err_msg=key)
+            np.testing.assert_array_equal(value.astype(bytes),
+                                          np.asarray(predictions[key]).astype(bytes), err_msg=key)
         else:
             np.testing.assert_allclose(value, predictions[key], atol=_TOLERANCE, rtol=0,
                                        err_msg=key)
@@ -151,12 +169,15 @@ def test_linear_spec_refuses_an_embedding():
         feature_columns.linear_spec(tf.feature_column.embedding_column(city, 2))
 
 
-def _serialized_examples(features):
-    """Base64 tf.Example strings of ``features``' rows, without the values columns drop."""
+def _serialized_examples(features, missing):
+    """Base64 tf.Example strings of ``features``' rows, without the values columns drop
+    and without the features ``missing`` names for a row."""
     examples = []
     for row in range(len(features["age"])):
         feature = {}
         for key, values in features.items():
+            if key in missing.get(row, ()):
+                continue
             values = values[row].ravel()
             if values.dtype.kind == "f":
                 feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
@@ -175,23 +196,27 @@ def _serialized_examples(features):
 @pytest.mark.timeout(300)
 def test_saved_model_serves_examples_as_the_estimator_export_in_a_plain_process(
         trained, tmp_path):
-    _, predictions, model = trained["wide_and_deep"]
+    model_dir, predictions, model = trained["wide_and_deep"]
     output = keras_conversion.save(model, tmp_path / "keras")
     examples = tmp_path / "examples.json"
-    examples.write_text(json.dumps(_serialized_examples(FEATURES)))
-    result = run_python(["tests/programs/serve_examples.py", output, str(examples)],
-                        timeout=240)
+    # The last example has no city: a hash bucket, an embedding and a cross without it.
+    examples.write_text(json.dumps(_serialized_examples(FEATURES, {7: ("city",)})))
+    result = run_python(["tests/programs/serve_examples.py", str(examples), output,
+                         _exported(model_dir)], timeout=240,
+                        env={"ESTIMATOR_DIST_STARTUP_HOOK": "0"})  # TensorFlow alone.
     assert result.returncode == 0, result.stderr[-3000:]
     served = json.loads(result.stdout.strip().splitlines()[-1])
-    assert served["imported"] == []
-    outputs = {name: {k: np.asarray(v) for k, v in signature.items()}
-               for name, signature in served["outputs"].items()}
-    assert set(outputs) == {"predict", "classification", "regression", "serving_default"}
-    _check_equal(predictions, outputs["predict"])
-    _check_equal({"classes": predictions["all_classes"], "scores": predictions["probabilities"]},
-                 outputs["classification"])
-    _check_equal({"outputs": predictions["logistic"]}, outputs["regression"])
-    assert outputs["serving_default"].keys() == {"classes", "scores"}
+    assert served["imported"][0] == []
+    ours, export = ({name: {k: np.asarray(v) for k, v in signature.items()}
+                     for name, signature in model_outputs.items()}
+                    for model_outputs in served["outputs"])
+    assert set(ours) == set(export) == {"predict", "classification", "regression",
+                                        "serving_default"}
+    for name, outputs in export.items():  # The export's contract: its keys and values.
+        assert set(ours[name]) == set(outputs), name
+        _check_equal(outputs, ours[name])
+    first = {k: v[:7] for k, v in ours["predict"].items()}
+    _check_equal({k: v[:7] for k, v in predictions.items()}, first)
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ def _linear(model_dir):
     """V2: FTRL."""
     return tf.estimator.LinearRegressor(
         [fc.numeric_column("age"), fc.categorical_column_with_hash_bucket("city", 3),
-         fc.crossed_column(["city", "color"], 7)], model_dir=model_dir)
+         fc.crossed_column(["city", "fruit"], 7)], model_dir=model_dir)
 
 
 def _dnn(model_dir):
@@ -65,3 +65,19 @@ def test_optimizer_refuses_a_model_not_converted():
     model = tf.keras.Sequential([tf.keras.Input((1,)), tf.keras.layers.Dense(1)])
     with pytest.raises(UsageError, match="model must be a Keras model to_keras converted"):
         canned.optimizer(model, "unused")
+
+
+def test_a_dense_empty_string_in_a_crossed_raw_key_is_crossed_by_the_estimator_only(tmp_path):
+    """What docs/migration.md says: the Estimator's predict crosses a dense ``''`` of a
+    crossed column's raw key as a value; the Keras model drops it, as a parsed
+    ``tf.Example`` without the feature has none. Rows without ``''`` agree."""
+    estimator = tf.estimator.LinearRegressor([fc.crossed_column(["city", "color"], 7)],
+                                             model_dir=str(tmp_path))
+    estimator.train(_data, steps=_STEPS)
+    expected = next(estimator.predict(lambda: tf.data.Dataset.from_tensors(FEATURES),
+                                      yield_single_examples=False))["predictions"]
+    model = estimator_dist.to_keras(estimator)
+    outputs = np.asarray(model({k: FEATURES[k] for k in model.input})["predictions"])
+    blank = (FEATURES["color"] == "").any(axis=1)
+    np.testing.assert_allclose(outputs[~blank], expected[~blank], atol=1e-5, rtol=0)
+    assert (np.abs(outputs[blank] - expected[blank]) > 1e-3).all()

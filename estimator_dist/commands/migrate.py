@@ -1,6 +1,7 @@
 """``python -m estimator_dist.migrate``: a train run's checkpoint as a Keras model, saved.
 
     python -m estimator_dist.migrate --model-dir D --output OUT
+    python -m estimator_dist.migrate --estimator MODULE:FUNCTION --model-dir D --output OUT
 
 Converts the latest checkpoint in ``D`` with ``estimator_dist.conversion.keras_conversion.to_keras``
 (its docstring names the inputs and outputs) and saves the model to ``OUT`` (a directory,
@@ -17,6 +18,11 @@ checkpoint is converted, with one warning line, and nothing in ``D`` moves.
 Symlinks resolved, ``OUT`` must neither be, hold nor lie inside ``D``, and an existing
 ``OUT`` is replaced (``--overwrite``) only when migrate wrote it.
 
+A canned Estimator's model dir converts with ``--estimator MODULE:FUNCTION``: FUNCTION
+(called without arguments) returns the Estimator as the program builds it, whose feature
+columns and head the Keras model reproduces (``conversion.canned``); a column it cannot
+reproduce exactly is one line on stderr, exit 2, and nothing is written.
+
 A checkpoint of another model_fn converts through a mapping file instead of ``D``
 (``--checkpoint``, ``--mapping``, ``--keras-model``): see ``checkpoint_mapping``.
 """
@@ -27,7 +33,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Sequence
 
 from estimator_dist.commands import cli, logs
-from estimator_dist.conversion import checkpoint_mapping
+from estimator_dist.conversion import canned, checkpoint_mapping
 from estimator_dist.conversion.keras_conversion import (KERAS_CHOICES, check_output,
                                                         latest_checkpoint, save, to_keras)
 from estimator_dist.errors import UsageError, check_existing_dir
@@ -44,6 +50,11 @@ def migrate_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     parser.add_argument("--model-dir",
                         help="the model dir of a train run (checkpoint and run.json); "
                              "only read")
+    parser.add_argument("--estimator", metavar="MODULE:FUNCTION",
+                        help="a function returning the canned Estimator (DNNClassifier, "
+                             "LinearRegressor, DNNLinearCombinedClassifier, ...) that "
+                             "trained --model-dir: its checkpoint converts with the "
+                             "Estimator's feature columns and head")
     parser.add_argument("--output", required=True, metavar="OUT",
                         help="where the Keras model goes: a directory (a SavedModel, and "
                              "on TensorFlow 2.16+ Keras 3's format beside it), or a file "
@@ -95,9 +106,10 @@ def _mapping_mode(args: argparse.Namespace) -> bool:
             raise UsageError("model_dir must be given (or --checkpoint, --mapping and "
                              "--keras-model for your own model_fn). Received: neither")
         return False
-    if args.model_dir is not None:
-        raise UsageError("model_dir must not be given with --checkpoint (the mapping mode). "
-                         f"Received: model_dir={args.model_dir!r}")
+    for name in ("model_dir", "estimator"):
+        if getattr(args, name) is not None:
+            raise UsageError(f"{name} must not be given with --checkpoint (the mapping "
+                             f"mode). Received: {name}={getattr(args, name)!r}")
     missing = [f"--{name.replace('_', '-')}" for name, value in flags.items() if not value]
     if missing:
         raise UsageError(f"the mapping mode needs --checkpoint, --mapping and --keras-model. "
@@ -155,8 +167,12 @@ def migrate_command(args: argparse.Namespace) -> int:
     output = _validate_migrate_args(args)
     logs.quiet_tensorflow(verbose=False)
     logs.tensorflow_python_logging(verbose=False)
+    source = args.model_dir
+    if args.estimator is not None:
+        source = checkpoint_mapping.call_function("estimator", args.estimator)
+        canned.check(source)
     checkpoint = _intact_checkpoint(args.model_dir)
-    keras_model = to_keras(args.model_dir, checkpoint=checkpoint, keras=args.keras)
+    keras_model = to_keras(source, checkpoint=checkpoint, keras=args.keras)
     save(keras_model, output, overwrite=args.overwrite)
     print(f"checkpoint  {checkpoint}")
     print(f"keras model {_describe(keras_model)}")

@@ -148,19 +148,25 @@ def checkpoint_path(checkpoint: str) -> str:
     return path
 
 
+def call_function(name: str, spec: str) -> Any:
+    """Calls the function ``spec`` names (``MODULE:FUNCTION``, the flag ``name``) without
+    arguments; returns what it returns."""
+    module_name, _, function_name = spec.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise UsageError(f"{name} must be MODULE:FUNCTION of an importable function. "
+                         f"Received: {name}={spec!r} ({error})") from None
+    return function()
+
+
 def build_keras_model(spec: str, keras: str = "keras") -> Any:
     """Calls the ``MODULE:FUNCTION`` named by ``spec``; returns the Keras model it builds,
     which must be a model of the Keras ``keras`` names (``keras_conversion.keras_module``)."""
     from estimator_dist.conversion import keras_conversion
 
     keras_module = keras_conversion.keras_module(keras)
-    module_name, _, function_name = spec.partition(":")
-    try:
-        function = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError, ValueError) as error:
-        raise UsageError(f"keras_model must be MODULE:FUNCTION of an importable function. "
-                         f"Received: keras_model={spec!r} ({error})") from None
-    model = function()
+    model = call_function("keras_model", spec)
     if not isinstance(model, keras_module.Model):
         name = "tf_keras" if keras_module.__name__.split(".")[0] == "tf_keras" else "tf.keras"
         raise UsageError(f"keras_model must return a {name}.Model (keras "

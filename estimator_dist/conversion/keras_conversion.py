@@ -21,7 +21,8 @@ temporary name next to the output, then renamed into place; an existing output i
 replaced only when ``save`` wrote it (it holds ``MARKER``) and holds no file but those
 the marker lists. ``python -m
 estimator_dist.migrate`` runs both; a checkpoint of another model_fn converts through a
-mapping file instead (``checkpoint_mapping``).
+mapping file instead (``checkpoint_mapping``), and a canned Estimator's (``DNNClassifier``,
+``LinearRegressor``, ...) through the Estimator object itself (``canned``).
 """
 from __future__ import annotations
 
@@ -152,12 +153,14 @@ def latest_checkpoint(model_dir: str) -> str:
     return path
 
 
-def to_keras(model_dir: str, *, model: str | None = None, params: Mapping[str, Any] | None = None,
+def to_keras(model_dir: Any, *, model: str | None = None, params: Mapping[str, Any] | None = None,
              checkpoint: str | None = None, keras: str = "keras") -> Any:
     """The Keras model equivalent to the latest checkpoint in ``model_dir``.
 
     Args:
-      model_dir: the model dir of a train run; only read.
+      model_dir: the model dir of a train run; only read. Or a canned Estimator object
+        (``DNNClassifier``, ``LinearRegressor``, ...): its model dir's latest checkpoint
+        converts as ``conversion.canned`` describes.
       model, params: a built-in model's name (``models.NAMES``) and its model_fn params, for a model
         dir trained by other code than ``estimator_dist.train`` (no ``run.json``). By
         default both come from the run recorded in ``model_dir``.
@@ -176,6 +179,9 @@ def to_keras(model_dir: str, *, model: str | None = None, params: Mapping[str, A
         params name an option the conversion cannot express; the checkpoint does not
         hold the model's variables.
     """
+    if not isinstance(model_dir, (str, os.PathLike)):
+        return _canned_to_keras(model_dir, model, params, checkpoint, keras)
+    model_dir = os.fspath(model_dir)
     checkpoint_path = checkpoint or latest_checkpoint(model_dir)
     keras = keras_module(keras)
     builtin, params = _recorded_model(model_dir, model, params)
@@ -193,6 +199,19 @@ def to_keras(model_dir: str, *, model: str | None = None, params: Mapping[str, A
                 f"checkpoint={checkpoint_path!r}")
         layer.set_weights(values)
     return keras_model
+
+
+def _canned_to_keras(estimator: Any, model: str | None, params: Mapping[str, Any] | None,
+                     checkpoint: str | None, keras: str) -> Any:
+    """``canned.to_keras``, once the arguments that only a model dir takes are absent."""
+    from estimator_dist.conversion import canned
+
+    if model is not None or params is not None or keras != "keras":
+        raise UsageError("model, params and keras must be left out for a canned Estimator "
+                         "(it says what it is and which Keras it is built with). Received: "
+                         f"model={model!r}, params={params!r}, keras={keras!r}")
+    canned.check(estimator)  # Before the model dir is read.
+    return canned.to_keras(estimator, checkpoint or latest_checkpoint(estimator.model_dir))
 
 
 def _marker(path: str) -> dict[str, Any] | None:
@@ -299,9 +318,21 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
+def _signatures(keras_model: Any) -> dict[str, Any]:
+    """The SavedModel's signatures: the raw features' one (``_serving_signature``) as
+    ``serving_default``; for a converted canned Estimator, as ``features`` beside the
+    Estimator export's own (``canned.example_signatures``)."""
+    from estimator_dist.conversion import canned
+
+    examples = canned.example_signatures(keras_model)
+    if not examples:
+        return {"serving_default": _serving_signature(keras_model)}
+    return {"features": _serving_signature(keras_model), **examples}
+
+
 def _serving_signature(keras_model: Any) -> Any:
-    """A ``serving_default`` keyed like the model's dict inputs and outputs (Keras's own
-    keys its outputs by layer name), so the Estimator export's clients keep their names."""
+    """A signature keyed like the model's dict inputs and outputs (Keras's own keys its
+    outputs by layer name), so the Estimator export's clients keep their names."""
     import tensorflow as tf  # Late: loads TensorFlow.
 
     specs = {name: tf.TensorSpec(tensor.shape, tensor.dtype, name=name)
@@ -330,7 +361,7 @@ def _save_keras_3(keras_model: Any, path: str) -> None:
                          f"Received: output={os.path.basename(path)!r}")
     keras.saving.save_model(keras_model, path, zipped=False)
     if isinstance(keras_model.input, dict):
-        tf.saved_model.save(keras_model, path, signatures=_serving_signature(keras_model))
+        tf.saved_model.save(keras_model, path, signatures=_signatures(keras_model))
 
 
 def save(keras_model: Any, output: str | os.PathLike, *, overwrite: bool = False) -> str:
@@ -362,7 +393,7 @@ def save(keras_model: Any, output: str | os.PathLike, *, overwrite: bool = False
         elif output.endswith(".keras") or not isinstance(keras_model.input, dict):
             keras_model.save(staged)
         else:
-            keras_model.save(staged, signatures=_serving_signature(keras_model))
+            keras_model.save(staged, signatures=_signatures(keras_model))
         _write_marker(staged)
         if os.path.lexists(output):
             _remove(output)

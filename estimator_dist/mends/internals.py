@@ -123,3 +123,17 @@ def estimator_training() -> tuple[int, str | None] | None:
                 return ident, getattr(frame.f_locals.get("self"), "model_dir", None)
             frame = frame.f_back
     return None
+
+
+def canned_estimator_arguments(estimator: Any) -> dict[str, Any]:
+    """What a canned Estimator (``DNNClassifier``, ``LinearRegressor``, ...) hands its
+    model_fn: the names its ``_model_fn`` closes over (``head``, ``feature_columns``,
+    ``hidden_units``, ...), with ``label_vocabulary`` read from the head; the object keeps
+    them nowhere public."""
+    import inspect
+
+    model_fn = estimator._model_fn
+    arguments = dict(inspect.getclosurevars(model_fn).nonlocals)
+    head = arguments.get("head")
+    arguments["label_vocabulary"] = getattr(head, "_label_vocabulary", None)
+    return arguments

@@ -1,0 +1,368 @@
+"""A trained canned Estimator as a Keras model with the same predictions.
+
+``to_keras(estimator)`` reads what the Estimator object was built with (its head, feature
+columns, hidden units, activation, batch norm, sparse combiner) and the variables of the
+latest checkpoint in its model dir, and builds a Keras model:
+
+* inputs: one per raw feature the columns read (``weight_column`` is not one), a dict
+  keyed by feature name: a numeric column's feature of its shape ([batch] too for shape
+  (1,)), any other [batch, k] (k values per example; strings as strings).
+* outputs: a dict as the Estimator's ``predict`` gives it: ``logits``, ``probabilities``,
+  ``class_ids``, ``classes``, ``all_class_ids``, ``all_classes`` (and ``logistic`` for two
+  classes) of a classifier,
+  ``predictions`` of a regressor.
+* layers named after the checkpoint's scopes: ``dnn_<column>`` (``DenseColumn``),
+  ``hiddenlayer_<i>``, ``batchnorm_<i>``, ``logits``; ``linear_<column>``
+  (``LinearColumn``), ``linear_bias``; ``head``.
+
+Supported: ``DNNClassifier``/``Regressor``, ``LinearClassifier``/``Regressor`` and
+``DNNLinearCombinedClassifier``/``Regressor``, V1 and V2, without a partitioner. Dropout is
+left out (it does nothing at inference). Built with ``keras`` (Keras 2 on TensorFlow
+2.15, Keras 3 on 2.16+). On TensorFlow 2.15, convert after the Estimator's own calls in the
+process (``keras_conversion.to_keras``).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+from estimator_dist.conversion import feature_columns
+from estimator_dist.conversion.feature_columns import InexpressibleColumn, Spec
+from estimator_dist.errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# A converted model → the parsing spec of its Estimator's feature columns
+# (``tf.feature_column.make_parse_example_spec``), for ``example_signatures``.
+_PARSING_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A converted model → its weights' checkpoint variables (by the weight's id), for
+# ``optimizer``.
+_SOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The Estimator's optimizers whose Keras counterpart continues them: name in the
+# checkpoint's ``training/`` scope → (Keras class name, hyperparameters read from the
+# checkpoint, slots per variable in the Keras optimizer's order).
+_OPTIMIZERS = {
+    "Adagrad": ("Adagrad", ("learning_rate",), ("accumulator",)),
+    "Ftrl": ("Ftrl", ("learning_rate", "learning_rate_power", "l1_regularization_strength",
+                      "l2_regularization_strength", "beta"), ("accumulator", "linear")),
+}
+_BATCH_NORM_EPSILON = 1e-3  # The canned DNN's BatchNormalization keeps Keras's default.
+_CANNED = ("DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
+           "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor")
+
+
+def _activations() -> dict[Callable[..., Any], str]:
+    """The activation functions the canned DNN takes → Keras's names for the same op."""
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    return {tf.nn.relu: "relu", tf.nn.tanh: "tanh", tf.nn.sigmoid: "sigmoid",
+            tf.sigmoid: "sigmoid", tf.nn.elu: "elu", tf.nn.selu: "selu",
+            tf.nn.softplus: "softplus", tf.nn.softsign: "softsign"}
+
+
+def canned_name(estimator: Any) -> str:
+    """The canned class ``estimator`` is (``DNNClassifier`` for ``DNNClassifierV2``).
+
+    Raises:
+      UsageError: ``estimator`` is no canned Estimator the conversion knows.
+    """
+    for cls in type(estimator).__mro__:
+        name = cls.__name__.removesuffix("V2")
+        if name in _CANNED and cls.__module__.startswith("tensorflow_estimator."):
+            return name
+    raise UsageError(f"estimator must be a model dir or one of the canned Estimators "
+                     f"{', '.join(_CANNED)} (V1 or V2). Received: {type(estimator).__name__}")
+
+
+class _Checkpoint:
+    """The latest checkpoint's variables, each read on request."""
+
+    def __init__(self, path: str) -> None:
+        import tensorflow as tf  # Late: loads TensorFlow.
+
+        self.path = path
+        self._reader = tf.train.load_checkpoint(path)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if not self._reader.has_tensor(name):
+            raise UsageError(f"checkpoint must hold the canned Estimator's variable {name!r}. "
+                             f"Received: checkpoint={self.path!r} without it")
+        return self._reader.get_tensor(name)
+
+    def names(self) -> list[str]:
+        return list(self._reader.get_variable_to_shape_map())
+
+
+class _Builder:
+    """Builds the Keras model part by part, collecting each layer's checkpoint values."""
+
+    def __init__(self, checkpoint: _Checkpoint) -> None:
+        import keras  # Late: loads Keras.
+
+        from estimator_dist.conversion import _column_layers  # Late: loads TensorFlow.
+
+        self.keras, self.layers = keras, _column_layers
+        self.checkpoint = checkpoint
+        self.weights: dict[str, list[str]] = {}
+        self.inputs: dict[str, Any] = {}
+
+    def add_inputs(self, specs: list[Spec]) -> None:
+        """One input per raw feature: a numeric column's of its shape, others [batch, k]."""
+        dtypes: dict[str, str] = {}
+        shapes: dict[str, tuple[int | None, ...]] = {}
+        for spec in specs:
+            for key, dtype in feature_columns.raw_keys(spec).items():
+                if dtypes.get(key, "raw") == "raw":
+                    dtypes[key] = dtype
+            for numeric in feature_columns.numeric_specs(spec):
+                shapes[numeric["key"]] = tuple(numeric["shape"])
+        for key, dtype in sorted(dtypes.items()):
+            dtype = "string" if dtype == "raw" else dtype
+            self.inputs[key] = self.keras.Input(shape=shapes.get(key, (None,)), dtype=dtype,
+                                                name=key)
+
+    def features(self, spec: Spec) -> dict[str, Any]:
+        return {key: self.inputs[key] for key in sorted(feature_columns.raw_keys(spec))}
+
+    def layer(self, layer: Any, names: list[str], *args: Any) -> Any:
+        """Calls ``layer``; its weights will be the checkpoint's variables ``names``."""
+        self.weights[layer.name] = names
+        return layer(*args)
+
+    def dnn_logits(self, specs: list[Spec], arguments: dict[str, Any], units: int) -> Any:
+        scope = "dnn/input_from_feature_columns/input_layer"
+        parts = []
+        for spec in specs:
+            layer = self.layers.DenseColumn(spec, name=f"dnn_{spec['name']}")
+            names = ([f"{scope}/{spec['name']}/embedding_weights"]
+                     if spec["kind"] == "embedding" else [])
+            parts.append(self.layer(layer, names, self.features(spec)))
+        net = parts[0] if len(parts) == 1 else self.keras.layers.Concatenate(
+            name="dnn_input_layer")(parts)
+        activation = arguments["activation"]
+        for i, width in enumerate(arguments["hidden_units"]):
+            name = f"dnn/hiddenlayer_{i}"
+            net = self.layer(self.keras.layers.Dense(width, activation=activation,
+                                                     name=f"hiddenlayer_{i}"),
+                             [f"{name}/kernel", f"{name}/bias"], net)
+            if arguments["batch_norm"]:
+                norm = f"{name}/batchnorm_{i}"
+                net = self.layer(
+                    self.keras.layers.BatchNormalization(epsilon=_BATCH_NORM_EPSILON,
+                                                         name=f"batchnorm_{i}"),
+                    [f"{norm}/{v}" for v in ("gamma", "beta", "moving_mean", "moving_variance")],
+                    net)
+        return self.layer(self.keras.layers.Dense(units, name="logits"),
+                          ["dnn/logits/kernel", "dnn/logits/bias"], net)
+
+    def linear_logits(self, specs: list[Spec], combiner: str, units: int) -> Any:
+        scope = "linear/linear_model"
+        parts = [self.layer(self.layers.LinearColumn(spec, units, combiner,
+                                                     name=f"linear_{spec['name']}"),
+                            [f"{scope}/{spec['name']}/weights"], self.features(spec))
+                 for spec in specs]
+        return self.layer(self.layers.LinearBias(units, name="linear_bias"),
+                          [f"{scope}/bias_weights"], parts)
+
+
+def _activation(arguments: dict[str, Any]) -> str:
+    function = arguments["activation_fn"]
+    name = _activations().get(function)
+    if name is None:
+        raise InexpressibleColumn(
+            f"activation_fn must be one the Keras conversion names "
+            f"(tf.nn.{', tf.nn.'.join(sorted(set(_activations().values())))}). "
+            f"Received: activation_fn={function!r}")
+    return name
+
+
+def _normalized(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The model_fn's arguments under the DNN/Linear names, partitioners refused."""
+    for option in ("partitioner", "input_layer_partitioner"):
+        if arguments.get(option) is not None:
+            raise UsageError(f"{option} must be None for the Keras conversion (its variables "
+                             f"are split in parts). Received: {option}={arguments[option]!r}")
+    if name.startswith("DNNLinearCombined"):
+        return {"head": arguments["head"], "label_vocabulary": arguments["label_vocabulary"],
+                "feature_columns": arguments["dnn_feature_columns"] or [],
+                "hidden_units": arguments["dnn_hidden_units"],
+                "activation_fn": arguments["dnn_activation_fn"],
+                "batch_norm": arguments["batch_norm"],
+                "linear_feature_columns": arguments["linear_feature_columns"] or [],
+                "sparse_combiner": arguments["linear_sparse_combiner"]}
+    if name.startswith("DNN"):
+        return {**arguments, "linear_feature_columns": []}
+    return {"head": arguments["head"], "label_vocabulary": arguments["label_vocabulary"],
+            "feature_columns": [], "linear_feature_columns": arguments["feature_columns"],
+            "sparse_combiner": arguments["sparse_combiner"]}
+
+
+def _specs(spec_of: Callable[[Any], Spec], columns: Any) -> list[Spec]:
+    """The specs of ``columns`` in the order the Estimator combines them: by name."""
+    return [spec_of(c) for c in sorted(columns or [], key=lambda c: c.name)]
+
+
+def _sum(builder: _Builder, logits: list[Any]) -> Any:
+    if len(logits) == 1:
+        return logits[0]
+    return builder.keras.layers.Add(name="logits_sum")(logits)
+
+
+def _checked(estimator: Any) -> tuple[dict[str, Any], list[Spec], list[Spec]]:
+    """(the model_fn's arguments, the DNN's specs, the linear model's specs), every column
+    and option checked."""
+    from estimator_dist.mends import internals  # Late: loads TensorFlow.
+
+    name = canned_name(estimator)
+    arguments = _normalized(name, internals.canned_estimator_arguments(estimator))
+    arguments["regressor"] = name.endswith("Regressor")
+    dnn = _specs(feature_columns.dense_spec, arguments["feature_columns"])
+    if dnn:
+        arguments["activation"] = _activation(arguments)
+    return arguments, dnn, _specs(feature_columns.linear_spec,
+                                  arguments["linear_feature_columns"])
+
+
+def check(estimator: Any) -> None:
+    """Raises what ``to_keras`` would before it reads a checkpoint: ``estimator`` is no
+    canned Estimator, or uses a column or option the conversion cannot reproduce."""
+    _checked(estimator)
+
+
+def to_keras(estimator: Any, checkpoint: str) -> Any:
+    """The Keras model of a trained canned ``estimator`` (see the module docstring).
+
+    Args:
+      estimator: the canned Estimator object, as the program builds it.
+      checkpoint: the prefix of the checkpoint it trained (``keras_conversion.to_keras``
+        takes its model dir's latest).
+
+    Raises:
+      InexpressibleColumn: a feature column, option or activation the conversion cannot
+        reproduce exactly (a ``UsageError``).
+      UsageError: ``estimator`` is no canned Estimator, or the checkpoint lacks one of its
+        variables.
+    """
+    arguments, dnn, linear = _checked(estimator)
+    builder = _Builder(_Checkpoint(checkpoint))
+    units = arguments["head"].logits_dimension
+    builder.add_inputs(dnn + linear)
+    logits = []
+    if dnn:
+        logits.append(builder.dnn_logits(dnn, arguments, units))
+    if linear:
+        logits.append(builder.linear_logits(linear, arguments["sparse_combiner"], units))
+    total = _sum(builder, logits)
+    if arguments["regressor"]:
+        outputs = {"predictions": total}
+    else:
+        vocabulary = arguments["label_vocabulary"]
+        head = builder.layers.ClassifierHead(max(units, 2), None if vocabulary is None
+                                             else [str(v) for v in vocabulary], name="head")
+        outputs = head(total)
+    model = builder.keras.Model(builder.inputs, outputs,
+                                name=canned_name(estimator).lower())
+    for layer_name, names in builder.weights.items():
+        model.get_layer(layer_name).set_weights([builder.checkpoint[n] for n in names])
+    _SOURCES[model] = {id(weight): name for layer_name, names in builder.weights.items()
+                       for weight, name in zip(model.get_layer(layer_name).weights, names)}
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    _PARSING_SPECS[model] = tf.feature_column.make_parse_example_spec(
+        list(arguments["feature_columns"]) + list(arguments["linear_feature_columns"]))
+    return model
+
+
+def _parsed(model: Any, spec: dict[str, Any], examples: Any) -> dict[str, Any]:
+    """The model's raw features from serialized ``tf.Example`` strings: variable-length
+    features padded with the values the columns drop ('' or -1)."""
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    features = {}
+    for key, value in tf.io.parse_example(examples, spec).items():
+        if isinstance(value, tf.SparseTensor):
+            padding = tf.constant("" if value.dtype == tf.string else -1, value.dtype)
+            value = tf.sparse.to_dense(value, default_value=padding)
+        features[key] = value
+    return {key: features[key] for key in model.input}
+
+
+def example_signatures(model: Any) -> dict[str, Any]:
+    """The signatures of the Estimator's export with the parsing serving input of its
+    feature columns, for a model ``to_keras`` converted (else none): ``predict``
+    (``examples`` → every prediction), a classifier's ``classification`` (``inputs`` →
+    ``classes``: all classes, ``scores``: probabilities; also ``serving_default``) and,
+    for two classes, ``regression`` (``outputs``: logistic); a regressor's ``regression``
+    (``outputs``, one label dimension; ``serving_default`` is it, else ``predict``)."""
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    spec = _PARSING_SPECS.get(model)
+    if spec is None:
+        return {}
+
+    def predictions(examples: tf.Tensor) -> dict[str, tf.Tensor]:
+        return model(_parsed(model, spec, examples), training=False)
+
+    def signature(name: str, outputs: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+        return tf.function(lambda serialized: outputs(predictions(serialized)),
+                           input_signature=[tf.TensorSpec([None], tf.string, name=name)])
+
+    signatures = {"predict": signature("examples", dict)}
+    outputs = model.output
+    if "probabilities" in outputs:
+        signatures["classification"] = signature(
+            "inputs", lambda p: {"classes": p["all_classes"], "scores": p["probabilities"]})
+        if "logistic" in outputs:
+            signatures["regression"] = signature("inputs",
+                                                 lambda p: {"outputs": p["logistic"]})
+        signatures["serving_default"] = signatures["classification"]
+    elif outputs["predictions"].shape[-1] == 1:
+        signatures["regression"] = signature("inputs",
+                                             lambda p: {"outputs": p["predictions"]})
+        signatures["serving_default"] = signatures["regression"]
+    else:
+        signatures["serving_default"] = signatures["predict"]
+    return signatures
+
+
+def _optimizer_scope(names: list[str]) -> str:
+    scopes = sorted({n.split("/")[1] for n in names if n.startswith("training/")})
+    if len(scopes) != 1 or scopes[0] not in _OPTIMIZERS:
+        raise UsageError(
+            f"checkpoint must hold the slots of one optimizer the Keras conversion carries "
+            f"({', '.join(_OPTIMIZERS)}; a V2 canned Estimator's). Received: "
+            f"{', '.join(scopes) or 'none'}")
+    return scopes[0]
+
+
+def optimizer(model: Any, checkpoint: str) -> Any:
+    """A Keras optimizer that continues the Estimator's from ``checkpoint``: the same kind
+    (``_OPTIMIZERS``) and hyperparameters, its slots (accumulators, FTRL's linear terms)
+    carried to ``model``'s trainable weights; compile ``model`` with it and ``fit`` goes
+    on where the Estimator stopped.
+
+    Raises:
+      UsageError: ``model`` is no model ``to_keras`` converted from a canned Estimator, or
+        the checkpoint holds no slots of one optimizer of ``_OPTIMIZERS`` (a wide-and-deep
+        model trains two).
+    """
+    import keras  # Late: loads Keras.
+
+    sources = _SOURCES.get(model)
+    if sources is None:
+        raise UsageError("model must be a Keras model to_keras converted from a canned "
+                         f"Estimator. Received: {type(model).__name__} {model.name!r}")
+    reader = _Checkpoint(checkpoint)
+    scope = _optimizer_scope(list(reader.names()))
+    class_name, hyperparameters, slots = _OPTIMIZERS[scope]
+    keras_optimizer = getattr(keras.optimizers, class_name)(
+        **{h: float(reader[f"training/{scope}/{h}"]) for h in hyperparameters})
+    variables = list(model.trainable_variables)
+    keras_optimizer.build(variables)
+    slot_variables = [v for v in keras_optimizer.variables if len(v.shape)]
+    for i, variable in enumerate(variables):
+        for j, slot in enumerate(slots):
+            slot_variables[i * len(slots) + j].assign(
+                reader[f"training/{scope}/{sources[id(variable)]}/{slot}"])
+    return keras_optimizer

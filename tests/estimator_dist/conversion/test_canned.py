@@ -1,0 +1,249 @@
+"""``to_keras(estimator)``: trained canned Estimators → Keras models with their predictions.
+
+One module fixture trains each Estimator of ``canned_programs`` a few steps, takes its
+``predict`` on the same eight examples, then converts it (on TensorFlow 2.15 Keras models
+are built after the Estimator's calls, as ``keras_conversion.to_keras`` says).
+"""
+import base64
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import estimator_dist
+from estimator_dist.commands import migrate
+from estimator_dist.conversion import canned, feature_columns, keras_conversion
+from estimator_dist.conversion.feature_columns import InexpressibleColumn
+from estimator_dist.errors import UsageError
+from estimator_dist.mends import internals
+from tests.estimator_dist.conversion import canned_programs
+from tests.estimator_dist.conversion.canned_programs import FEATURES
+from tests.support import REPO_ROOT, run_python
+from tests.train_support import keep_tf_logging  # noqa: F401
+
+pytestmark = [pytest.mark.both_ends, pytest.mark.usefixtures("keep_tf_logging"),
+              pytest.mark.xdist_group("canned")]
+
+_TOLERANCE = 1e-5
+_PROGRAMS = "tests.estimator_dist.conversion.canned_programs"
+_GUIDE = os.path.join(REPO_ROOT, "docs", "migration.md")
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as file:
+        return file.read()
+
+
+def _input_fn(features, labels=None):
+    def input_fn():
+        data = features if labels is None else (features, labels)
+        dataset = tf.data.Dataset.from_tensors(data)
+        return dataset if labels is None else dataset.repeat()
+    return input_fn
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """name -> (model dir, the Estimator's predictions, the converted Keras model)."""
+    root = tmp_path_factory.mktemp("canned")
+    vocabulary = root / "fruits.txt"
+    vocabulary.write_text("\n".join(canned_programs.FRUITS) + "\n")
+    runs = {}
+    for name, build in canned_programs.BUILDERS.items():
+        estimator = build(str(root / name), str(vocabulary))
+        estimator.train(_input_fn(FEATURES, canned_programs.LABELS[name]), steps=5)
+        predictions = next(estimator.predict(_input_fn(FEATURES), yield_single_examples=False))
+        runs[name] = (estimator, predictions)
+    _export(runs["wide_and_deep"][0], root / "export")
+    return {name: (estimator.model_dir, predictions, estimator_dist.to_keras(estimator))
+            for name, (estimator, predictions) in runs.items()}
+
+
+def _export(estimator, export_dir):
+    """The Estimator's own export, serving tf.Example strings parsed by its columns' spec."""
+    arguments = internals.canned_estimator_arguments(estimator)
+    columns = list(arguments["linear_feature_columns"]) + list(arguments["dnn_feature_columns"])
+    receiver = tf.estimator.export.build_parsing_serving_input_receiver_fn(
+        tf.feature_column.make_parse_example_spec(columns))
+    estimator.export_saved_model(str(export_dir), receiver)
+
+
+def _exported(model_dir):
+    (path,) = glob.glob(os.path.join(os.path.dirname(model_dir), "export", "*"))
+    return path
+
+
+def _outputs(model, features):
+    return {k: np.asarray(v) for k, v in model({k: features[k] for k in model.input}).items()}
+
+
+def _check_equal(predictions, outputs):
+    """Every output of the Keras model equals the Estimator's; numbers to _TOLERANCE."""
+    for key, value in outputs.items():
+        if value.dtype.kind in "SOU":
+            np.testing.assert_array_equal(value.astype(bytes),
+                                          np.asarray(predictions[key]).astype(bytes), err_msg=key)
+        else:
+            np.testing.assert_allclose(value, predictions[key], atol=_TOLERANCE, rtol=0,
+                                       err_msg=key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(canned_programs.BUILDERS))
+def test_to_keras_predicts_as_the_estimator(trained, name):
+    _, predictions, model = trained[name]
+    outputs = _outputs(model, FEATURES)
+    assert set(outputs) == set(predictions)
+    _check_equal(predictions, outputs)
+
+
+@pytest.mark.slow
+def test_to_keras_takes_a_numeric_feature_of_rank_one(trained):
+    _, predictions, model = trained["linear_regressor"]
+    _check_equal(predictions, _outputs(model, {**FEATURES, "age": FEATURES["age"][:, 0]}))
+
+
+@pytest.mark.slow
+def test_to_keras_inputs_are_the_raw_features_but_the_weight(trained):
+    model = trained["wide_and_deep"][2]
+    dtypes = {k: tf.as_dtype(v.dtype).name for k, v in model.input.items()}
+    assert dtypes == {"age": "float32", "city": "string", "color": "string", "fruit": "string",
+                      "size": "float32", "tag": "int64", "tag_weight": "float32",
+                      "zip": "int64"}
+
+
+@pytest.mark.slow
+def test_migrate_estimator_writes_a_model_with_the_predictions(trained, tmp_path, capsys):
+    model_dir, predictions, _ = trained["linear_regressor"]
+    output = str(tmp_path / "keras")
+    assert migrate.main(["--estimator", f"{_PROGRAMS}:linear_regressor", "--model-dir",
+                         model_dir, "--output", output]) == 0
+    assert "saved" in capsys.readouterr().out
+    loaded = tf.keras.models.load_model(output)
+    _check_equal(predictions, _outputs(loaded, FEATURES))
+
+
+def test_migrate_estimator_refuses_an_inexpressible_column(tmp_path, capsys):
+    output, model_dir = str(tmp_path / "keras"), tmp_path / "model"
+    model_dir.mkdir()
+    assert migrate.main(["--estimator", f"{_PROGRAMS}:normalized_age", "--model-dir",
+                         str(model_dir), "--output", output]) == 2
+    error = capsys.readouterr().err
+    assert error == ("python -m estimator_dist.migrate: error: feature column 'age' must use "
+                     "only options the Keras conversion reproduces exactly; normalizer_fn is "
+                     "not one. Received: normalizer_fn=normalized_age.<locals>.<lambda>\n")
+    assert error in _read(_GUIDE)  # docs/migration.md shows this line.
+    assert not os.path.exists(output)
+
+
+def test_check_refuses_another_activation():
+    age = tf.feature_column.numeric_column("age")
+    estimator = tf.estimator.DNNClassifier([2], [age], activation_fn=tf.nn.leaky_relu)
+    with pytest.raises(InexpressibleColumn, match=r"activation_fn must be .* tf\.nn\.relu"):
+        canned.check(estimator)
+
+
+def test_check_refuses_shared_embeddings():
+    with tf.Graph().as_default():  # TensorFlow builds shared embeddings in a graph only.
+        columns = tf.feature_column.shared_embeddings(
+            [tf.feature_column.categorical_column_with_identity(k, 3) for k in ("a", "b")], 2)
+    estimator = tf.estimator.DNNRegressor([2], columns)
+    with pytest.raises(InexpressibleColumn, match=r"'a_shared_embedding'.*Received: "
+                                                  r"SharedEmbeddingColumn"):
+        canned.check(estimator)
+
+
+def test_to_keras_refuses_an_estimator_of_a_model_fn():
+    estimator = tf.estimator.Estimator(lambda features, labels, mode: None)
+    with pytest.raises(UsageError, match="estimator must be a model dir or one of the "
+                                         "canned Estimators"):
+        estimator_dist.to_keras(estimator)
+
+
+def test_linear_spec_refuses_an_embedding():
+    city = tf.feature_column.categorical_column_with_hash_bucket("city", 3)
+    with pytest.raises(InexpressibleColumn, match="as a linear model input"):
+        feature_columns.linear_spec(tf.feature_column.embedding_column(city, 2))
+
+
+def _serialized_examples(features, missing):
+    """Base64 tf.Example strings of ``features``' rows, without the values columns drop
+    and without the features ``missing`` names for a row."""
+    examples = []
+    for row in range(len(features["age"])):
+        feature = {}
+        for key, values in features.items():
+            if key in missing.get(row, ()):
+                continue
+            values = values[row].ravel()
+            if values.dtype.kind == "f":
+                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+            elif values.dtype.kind == "i":
+                feature[key] = tf.train.Feature(
+                    int64_list=tf.train.Int64List(value=[v for v in values if v != -1]))
+            else:
+                feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(
+                    value=[v.encode() for v in values if v]))
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        examples.append(base64.b64encode(example.SerializeToString()).decode())
+    return examples
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_saved_model_serves_examples_as_the_estimator_export_in_a_plain_process(
+        trained, tmp_path):
+    model_dir, predictions, model = trained["wide_and_deep"]
+    output = keras_conversion.save(model, tmp_path / "keras")
+    examples = tmp_path / "examples.json"
+    # The last example has no city: a hash bucket, an embedding and a cross without it.
+    examples.write_text(json.dumps(_serialized_examples(FEATURES, {7: ("city",)})))
+    result = run_python(["tests/programs/serve_examples.py", str(examples), output,
+                         _exported(model_dir)], timeout=240,
+                        env={"ESTIMATOR_DIST_STARTUP_HOOK": "0"})  # TensorFlow alone.
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert served["imported"][0] == []
+    ours, export = ({name: {k: np.asarray(v) for k, v in signature.items()}
+                     for name, signature in model_outputs.items()}
+                    for model_outputs in served["outputs"])
+    assert set(ours) == set(export) == {"predict", "classification", "regression",
+                                        "serving_default"}
+    for name, outputs in export.items():  # The export's contract: its keys and values.
+        assert set(ours[name]) == set(outputs), name
+        _check_equal(outputs, ours[name])
+    first = {k: v[:7] for k, v in ours["predict"].items()}
+    _check_equal({k: v[:7] for k, v in predictions.items()}, first)
+
+
+@pytest.mark.slow
+def test_wide_and_deep_checkpoint_holds_the_slots_of_two_optimizers(trained):
+    """What docs/migration.md says of training on: FTRL trains the linear part, Adagrad
+    the DNN, so ``canned.optimizer`` refuses to carry them into one Keras optimizer."""
+    names = [name for name, _ in tf.train.list_variables(trained["wide_and_deep"][0])]
+    assert any(n.startswith("training/Ftrl/linear/") and n.endswith("/accumulator")
+               for n in names)
+    assert any(n.startswith("training/Ftrl/linear/") and n.endswith("/linear") for n in names)
+    assert any(n.startswith("training/Adagrad/dnn/") and n.endswith("/accumulator")
+               for n in names)
+    model_dir, _, model = trained["wide_and_deep"]
+    with pytest.raises(UsageError, match=r"one optimizer .* Received: Adagrad, Ftrl"):
+        canned.optimizer(model, tf.train.latest_checkpoint(model_dir))
+
+
+# Last of the tests of the module fixture: fit changes the linear regressor's weights.
+@pytest.mark.slow
+def test_converted_model_trains_on_with_fit(trained):
+    """The converted layers are trainable Keras layers: ``fit`` lowers the regressor's
+    loss from the Estimator's weights (with a new optimizer)."""
+    model_dir, _, model = trained["linear_regressor"]
+    labels = {"predictions": canned_programs.LABELS["linear_regressor"]}
+    data = tf.data.Dataset.from_tensors(({k: FEATURES[k] for k in model.input}, labels))
+    model.compile(optimizer=tf.keras.optimizers.SGD(1e-4), loss={"predictions": "mse"})
+    history = model.fit(data, epochs=5, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0]
+    assert tf.train.load_checkpoint(model_dir).get_tensor("global_step") == 5

@@ -1,0 +1,83 @@
+"""``canned.optimizer``: Keras ``fit`` continues a canned Estimator's training.
+
+N Estimator steps, converted, then M Keras steps with the carried optimizer, against N+M
+Estimator steps from the same seed on the same batch.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import estimator_dist
+from estimator_dist.conversion import canned
+from estimator_dist.errors import UsageError
+from tests.estimator_dist.conversion.canned_programs import FEATURES, LABELS
+from tests.train_support import keep_tf_logging  # noqa: F401
+
+pytestmark = [pytest.mark.both_ends, pytest.mark.slow, pytest.mark.usefixtures("keep_tf_logging"),
+              pytest.mark.xdist_group("canned")]
+
+_STEPS, _MORE_STEPS = 5, 3
+# Keras's Adagrad adds epsilon under the square root, the Estimator's beside it.
+_TOLERANCE = 1e-4
+fc = tf.feature_column
+
+
+def _linear(model_dir):
+    """V2: FTRL."""
+    return tf.estimator.LinearRegressor(
+        [fc.numeric_column("age"), fc.categorical_column_with_hash_bucket("city", 3),
+         fc.crossed_column(["city", "fruit"], 7)], model_dir=model_dir)
+
+
+def _dnn(model_dir):
+    """V2: Adagrad."""
+    return tf.estimator.DNNRegressor(
+        [4], [fc.numeric_column("size", shape=(2,)), fc.embedding_column(
+            fc.categorical_column_with_identity("slot", 5, default_value=0), 2)],
+        model_dir=model_dir, config=tf.estimator.RunConfig(tf_random_seed=3))
+
+
+_LABELS = LABELS["linear_regressor"]
+
+
+def _data():
+    return tf.data.Dataset.from_tensors((FEATURES, _LABELS)).repeat()
+
+
+@pytest.mark.parametrize("build", [_linear, _dnn], ids=["ftrl", "adagrad"])
+def test_fit_with_the_carried_optimizer_continues_the_estimator(build, tmp_path):
+    short, long = build(str(tmp_path / "short")), build(str(tmp_path / "long"))
+    short.train(_data, steps=_STEPS)
+    long.train(_data, steps=_STEPS + _MORE_STEPS)
+    expected = next(long.predict(lambda: tf.data.Dataset.from_tensors(FEATURES),
+                                 yield_single_examples=False))["predictions"]
+    model = estimator_dist.to_keras(short)
+    features = {k: FEATURES[k] for k in model.input}
+    keras_data = tf.data.Dataset.from_tensors((features, {"predictions": _LABELS})).repeat()
+    model.compile(optimizer=canned.optimizer(model, tf.train.latest_checkpoint(short.model_dir)),
+                  loss={"predictions": "mse"})
+    model.fit(keras_data, steps_per_epoch=_MORE_STEPS, epochs=1, verbose=0)
+    outputs = np.asarray(model(features)["predictions"])
+    np.testing.assert_allclose(outputs, expected, atol=_TOLERANCE, rtol=0)
+
+
+def test_optimizer_refuses_a_model_not_converted():
+    model = tf.keras.Sequential([tf.keras.Input((1,)), tf.keras.layers.Dense(1)])
+    with pytest.raises(UsageError, match="model must be a Keras model to_keras converted"):
+        canned.optimizer(model, "unused")
+
+
+def test_a_dense_empty_string_in_a_crossed_raw_key_is_crossed_by_the_estimator_only(tmp_path):
+    """What docs/migration.md says: the Estimator's predict crosses a dense ``''`` of a
+    crossed column's raw key as a value; the Keras model drops it, as a parsed
+    ``tf.Example`` without the feature has none. Rows without ``''`` agree."""
+    estimator = tf.estimator.LinearRegressor([fc.crossed_column(["city", "color"], 7)],
+                                             model_dir=str(tmp_path))
+    estimator.train(_data, steps=_STEPS)
+    expected = next(estimator.predict(lambda: tf.data.Dataset.from_tensors(FEATURES),
+                                      yield_single_examples=False))["predictions"]
+    model = estimator_dist.to_keras(estimator)
+    outputs = np.asarray(model({k: FEATURES[k] for k in model.input})["predictions"])
+    blank = (FEATURES["color"] == "").any(axis=1)
+    np.testing.assert_allclose(outputs[~blank], expected[~blank], atol=1e-5, rtol=0)
+    assert (np.abs(outputs[blank] - expected[blank]) > 1e-3).all()

@@ -161,7 +161,8 @@ MENDS = {mend.name: mend for mend in (
         module="estimator_dist.mends.estimator_api",
         defect="TensorFlow 2.16 removed tf.estimator and tf.compat.v1.estimator",
         test="tests/estimator_dist/mends/test_current_tf.py::test_tf_has_no_estimator",
-        changes="tf.estimator, tf.compat.v2.estimator and tf.compat.v1.estimator bound to "
+        changes="tf.estimator, tf.compat.v2.estimator and tf.compat.v1.estimator (and the "
+                "compat modules' own, tf.compat.v2.compat.v1.estimator, ...) bound to "
                 "tensorflow-estimator 2.15.0's API modules, unmodified",
         scope="import", needs=ANY, tensorflow=CURRENT, elsewhere=_HAS_ESTIMATOR,
         restores=True,

@@ -29,6 +29,9 @@ def install() -> None:
 
     v1, v2 = (importlib.import_module(_API[version]) for version in ("v1", "v2"))
     tf.estimator = v2
+    for outer in (tf.compat.v1, tf.compat.v2):  # tf.compat.v2.compat.v1.estimator, ...
+        outer.compat.v1.estimator = v1
+        outer.compat.v2.estimator = v2
     tf.compat.v2.estimator = v2
     tf.compat.v1.estimator = v1
     for name, module in (("tensorflow.estimator", v2), ("tensorflow.compat.v2.estimator", v2),

@@ -13,7 +13,7 @@ interpreter-start hook, which the suite turns off elsewhere and on here.
 deepctr is in the ``test`` extra. tensorflow-ranking pins ``tensorflow<2.16`` (pip refuses
 it on Python 3.12 and would pull the full TensorFlow wheel beside tensorflow-cpu on 3.11),
 so it is installed here as docs/install.md says a user does it: ``pip install --no-deps``,
-into a folder of this session put on the programs' ``PYTHONPATH``, unless it is installed.
+into a folder of this pytest run put on the programs' ``PYTHONPATH``, unless it is installed.
 """
 import importlib.util
 import json

@@ -261,8 +261,9 @@ MENDS = {mend.name: mend for mend in (
                 "from the last step's counts, the rest in a second all-gather, padded to a "
                 "fixed ladder of sizes, each size with its own instance key) while rows "
                 "x row bytes x replicas stay within the "
-                "dense bytes, else dense; tables under 256 KiB all-reduced dense with the "
-                "dense gradients; sparse_gradients='rows' / 'dense' forces one way",
+                "dense bytes, else dense; tables under 256 KiB made dense on their "
+                "gradient's device and all-reduced in one pack with the dense gradients; "
+                "sparse_gradients='rows' / 'dense' forces one way",
         scope="strategy",
         needs=("collectives",),
     ),

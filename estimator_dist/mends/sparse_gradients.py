@@ -77,11 +77,22 @@ _REPORTED: set[str] = set()
 
 
 def _densified(value: Any) -> Any:
-    """``value`` (a per-replica value or a tensor) with ``IndexedSlices`` made dense."""
+    """``value`` (a per-replica value or a tensor) with ``IndexedSlices`` made dense, on
+    the device of their values.
+
+    The device is named: made under the merge call's device scope alone
+    ("/job:worker/task:0"), a dense gradient's device string differs from its variable's
+    ("/job:worker/replica:0/task:0/device:CPU:0"). TensorFlow compares a per-replica
+    value's device strings as they are (``PerReplica._devices``), so the batch's devices
+    "differ", and ``CollectiveAllReduce.batch_reduce_implementation`` all-reduces every
+    gradient of the reduction on its own ("Efficient batch_reduce is not supported if
+    destinations are different"): one collective round per variable, not one for all.
+    """
     if isinstance(value, values_lib.PerReplica):
         return values_lib.PerReplica(tuple(_densified(v) for v in value.values))
     if isinstance(value, tf.IndexedSlices):
-        return tf.convert_to_tensor(value)
+        with tf.device(value.values.device):
+            return tf.convert_to_tensor(value)
     return value
 
 

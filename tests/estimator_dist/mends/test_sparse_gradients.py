@@ -6,6 +6,8 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
+from tensorflow.python.distribute import values as values_lib
 from tensorflow.python.ops import control_flow_util
 
 from estimator_dist.supervisor.tasks import free_ports
@@ -34,6 +36,30 @@ def test_small_table_stays_dense_and_rows_mode_sends_rows():
     small = sparse_gradients._Plan("w", (16, 3), tf.float32, 2, "auto")
     assert small.max_rows == 0 and "dense" in small.describe()
     assert sparse_gradients._Plan("w", (16, 3), tf.float32, 2, "rows").max_rows == 16
+
+
+REPLICA_DEVICE = "/job:worker/replica:0/task:0/device:CPU:0"
+
+
+def test_densified_gradient_keeps_its_values_device_so_the_batch_packs():
+    """TensorFlow compares a per-replica value's device strings as they are: a dense
+    gradient made under the merge call's device scope ("/job:worker/task:0") does not
+    match its variable's device, and the batch all-reduces each gradient on its own. The
+    mend makes it on its values' device: the batch matches and packs."""
+    with tf.Graph().as_default():
+        with tf.device(REPLICA_DEVICE):
+            slices = tf.IndexedSlices(tf.ones([2, 3]), tf.constant([0, 4]), tf.constant([5, 3]))
+            kernel = tf.ones([3, 3])
+        with tf.device("/job:worker/task:0"):
+            plain = tf.convert_to_tensor(slices)
+            mended = sparse_gradients._densified(slices)
+        assert mended.device == REPLICA_DEVICE
+
+        def batch(dense):
+            return [(values_lib.PerReplica((value,)), REPLICA_DEVICE) for value in (dense, kernel)]
+
+        assert not cross_device_ops_lib._all_devices_match(batch(plain))
+        assert cross_device_ops_lib._all_devices_match(batch(mended))
 
 
 def _unique_ops(graph):

@@ -9,14 +9,14 @@ watchdog bounds a stall instead: one daemon thread per process, which costs noth
 step.
 
 ``StallWatchdogHook`` (added to every training spec the strategy builds) marks progress
-each time a training step starts or ends. When the thread that trains stays inside the
-monitored session (a step, a hook's work such as a checkpoint save, session set-up) for
+each time a training step starts or ends. When the thread that trains stays inside that
+training (a step, a hook's work such as a checkpoint save, session set-up and close) for
 ``timeout`` seconds without progress, the watchdog asks every peer's gRPC server whether
 it answers (``peer_failure.silent_peers``), prints one line naming the peers that do not
 (stopped, frozen or gone) and what to do, and ends the process with ``EXIT_CODE``
 through ``process_exit.end`` (the training thread is stuck inside TensorFlow, where no
-exception reaches it). A process already out of the monitored session (after an error,
-between train calls) is never ended.
+exception reaches it). A process out of that training (after an error, between train
+calls, evaluating, or training another Estimator in another model dir) is never ended.
 """
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ class _Watch:
         self.timeout: Any = None
         self.cluster: Any = None
         self.me: Any = None
+        self.model_dir: str | None = None  # Of the training the hook watches.
 
 
 _WATCH = _Watch()
@@ -67,9 +68,11 @@ def _stalled(watch: _Watch) -> float:
     """The seconds since the last progress while training is stuck in a session, else 0."""
     with watch.lock:
         trainer, beat, timeout = watch.trainer, watch.beat, watch.timeout
+        model_dir = watch.model_dir
     idle = time.monotonic() - beat
-    if trainer is None or idle < timeout or not internals.in_monitored_session(trainer):
-        return 0
+    if (trainer is None or idle < timeout
+            or internals.training_model_dir(trainer) != model_dir):
+        return 0  # Not stuck, or not in the training this hook watches (evaluating, ...).
     return idle
 
 
@@ -107,6 +110,7 @@ class StallWatchdogHook(tf.compat.v1.train.SessionRunHook):
 
     def begin(self) -> None:
         with _WATCH.lock:
+            _WATCH.model_dir = internals.training_model_dir(threading.get_ident())
             _WATCH.timeout = self._timeout
             _WATCH.cluster = self._cluster
             _WATCH.me = self._me

@@ -95,34 +95,40 @@ def wait_at_barrier(barrier_id: str, timeout_seconds: float) -> None:
     context.context().wait_at_barrier(barrier_id, int(timeout_seconds * 1000))
 
 
-_SESSION_FILE = os.path.join("training", "monitored_session.py")
-
-
-def in_monitored_session(ident: int) -> bool:
-    """Whether thread ``ident`` is inside TensorFlow's monitored session code right now."""
-    frame: types.FrameType | None = sys._current_frames().get(ident)
-    while frame is not None:
-        if frame.f_code.co_filename.endswith(_SESSION_FILE):
-            return True
-        frame = frame.f_back
-    return False
-
-
 _ESTIMATOR_FILE = os.path.join("estimator", "estimator.py")
 _TRAINING_LOOPS = ("_train_with_estimator_spec", "_train_with_estimator_spec_distributed")
+
+
+def _training_loop(frame: types.FrameType | None) -> types.FrameType | None:
+    """The frame of an Estimator training loop on ``frame``'s stack, else None."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _TRAINING_LOOPS and code.co_filename.endswith(_ESTIMATOR_FILE):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _model_dir(loop: types.FrameType) -> str | None:
+    return getattr(loop.f_locals.get("self"), "model_dir", None)
 
 
 def estimator_training() -> tuple[int, str | None] | None:
     """(thread ident, model dir) of a thread inside an Estimator's training loop (session
     creation, steps, hooks, the session's close), else None."""
-    frame: types.FrameType | None
     for ident, frame in sys._current_frames().items():
-        while frame is not None:
-            code = frame.f_code
-            if code.co_name in _TRAINING_LOOPS and code.co_filename.endswith(_ESTIMATOR_FILE):
-                return ident, getattr(frame.f_locals.get("self"), "model_dir", None)
-            frame = frame.f_back
+        loop = _training_loop(frame)
+        if loop is not None:
+            return ident, _model_dir(loop)
     return None
+
+
+def training_model_dir(ident: int) -> str | None:
+    """The model dir of the Estimator training loop thread ``ident`` is in (session
+    creation, steps, hooks, the session's close), else None (evaluating, predicting,
+    or outside Estimator)."""
+    loop = _training_loop(sys._current_frames().get(ident))
+    return None if loop is None else _model_dir(loop)
 
 
 def canned_estimator_arguments(estimator: Any) -> dict[str, Any]:

@@ -117,6 +117,15 @@ try:
 except RuntimeError:
     print("OUTSIDE TRAINING", flush=True)
     time.sleep(12)
+
+class Slow(tf.compat.v1.train.SessionRunHook):
+    def after_run(self, run_context, run_values):
+        time.sleep(8)
+
+# Another Estimator, in another model dir, without the hook: its slow step is not watched.
+other = tf.estimator.Estimator(tf1_models.regression_model_fn, {model_dir!r} + "-other",
+                               params={{"learning_rate": 0.1}})
+other.train(tf1_models.context_input_fn(x, y, 16), max_steps=1, hooks=[Slow()])
 print("FINISHED")
 """
 
@@ -139,7 +148,8 @@ def test_watchdog_ends_stalled_step_naming_peer(python_run, model_dir):
 @pytest.mark.alone
 @pytest.mark.slow
 def test_watchdog_leaves_process_out_of_training_alone(python_run, model_dir):
-    """An error ends training: the process then waits longer than the timeout, unharmed."""
+    """An error ends training: the process then waits longer than the timeout, and trains
+    another Estimator (no watchdog) through a step longer than it, unharmed."""
     result = _stalling_job(python_run, model_dir, "fail")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "OUTSIDE TRAINING" in result.stdout and "FINISHED" in result.stdout

@@ -11,8 +11,6 @@ from __future__ import annotations
 import difflib
 import errno
 import os
-import sys
-import types
 from typing import Any, Iterable, Mapping, TypeVar
 
 _Entry = TypeVar("_Entry")
@@ -104,31 +102,3 @@ class TaskEnd(BaseException):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-_uncaught_hook: list[bool] = []  # [True] once ``uncaught_task_end_in_one_line`` ran.
-
-
-def uncaught_task_end_in_one_line() -> None:
-    """Makes a ``TaskEnd`` that nothing catches end the process as the CLI ends it: its one
-    line on stderr and its exit code, no traceback (idempotent).
-
-    A program that calls the library itself has no ``commands.cli.run`` around it, and
-    Python prints the traceback of any uncaught exception but ``SystemExit``; a task its
-    launcher stops while it waits for a failed peer would bury the peer's reason under
-    it. The hook is chained to ``sys.excepthook`` when a ``TaskEnd`` is raised; a
-    ``SystemExit`` raised in ``sys.excepthook`` ends the process with its code.
-    """
-    if _uncaught_hook:
-        return
-    _uncaught_hook.append(True)
-    previous = sys.excepthook
-
-    def hook(kind: type[BaseException], value: BaseException,
-             traceback: types.TracebackType | None) -> None:
-        if isinstance(value, TaskEnd):
-            print(value, file=sys.stderr, flush=True)
-            raise SystemExit(value.exit_code)
-        previous(kind, value, traceback)
-
-    sys.excepthook = hook

@@ -39,7 +39,10 @@ import faulthandler
 import os
 import sys
 import threading
+import types
 from typing import Callable, Iterator
+
+from estimator_dist import errors
 
 FLUSH_SECONDS = 1.0
 CLEANUP_SECONDS = 2.0
@@ -118,3 +121,31 @@ def exit_after(seconds: float) -> Iterator[None]:
             yield
         finally:
             faulthandler.cancel_dump_traceback_later()
+
+
+_uncaught_hook: list[bool] = []  # [True] once ``uncaught_task_end_in_one_line`` ran.
+
+
+def uncaught_task_end_in_one_line() -> None:
+    """Makes a ``TaskEnd`` that nothing catches end the process as the CLI ends it: its one
+    line on stderr and its exit code, no traceback (idempotent).
+
+    A program that calls the library itself has no ``commands.cli.run`` around it, and
+    Python prints the traceback of any uncaught exception but ``SystemExit``; a task its
+    launcher stops while it waits for a failed peer would bury the peer's reason under
+    it. The hook is chained to ``sys.excepthook`` when a ``TaskEnd`` is raised; a
+    ``SystemExit`` raised in ``sys.excepthook`` ends the process with its code.
+    """
+    if _uncaught_hook:
+        return
+    _uncaught_hook.append(True)
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException,
+             traceback: types.TracebackType | None) -> None:
+        if isinstance(value, errors.TaskEnd):
+            print(value, file=sys.stderr, flush=True)
+            raise SystemExit(value.exit_code)
+        previous(kind, value, traceback)
+
+    sys.excepthook = hook

@@ -35,7 +35,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Sequence
 
 from estimator_dist import process_exit
 from estimator_dist.distribute import cluster_sources
-from estimator_dist.errors import TaskEnd, UsageError, uncaught_task_end_in_one_line
+from estimator_dist.errors import TaskEnd, UsageError
 
 if TYPE_CHECKING:
     from estimator_dist.distribute.cluster import TFConfig
@@ -194,7 +194,7 @@ def wait_for_peers(tf_config: TFConfig, timeout: float, stream: IO[str] | None =
     try:
         _probe(peers, deadline, timeout, stream)
     except _Stopped as stop:
-        uncaught_task_end_in_one_line()  # A program of the user's may not catch it.
+        process_exit.uncaught_task_end_in_one_line()  # A user's program may not catch it.
         raise TaskEnd(f"rendezvous: stopped by {stop} while waiting for {describe(peers)}",
                       128 + getattr(signal, str(stop))) from None
     finally:

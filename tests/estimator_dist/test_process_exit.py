@@ -11,7 +11,7 @@ from tests.support import run_python
 
 _PACKAGE = pathlib.Path(estimator_dist.__file__).parent
 _LIBRARIES = (_PACKAGE, _PACKAGE.parent / "model_fns", _PACKAGE.parent / "input_fns")
-# Each way of ending a process -> the one module that may use it.
+# Each way of ending a process -> the one module that may use it (but SystemExit: below).
 _OWNERS = {
     "os._exit": "estimator_dist/process_exit.py",
     "os.abort": "estimator_dist/process_exit.py",
@@ -21,6 +21,11 @@ _OWNERS = {
     "exit": "estimator_dist/commands/cli.py",
     "quit": "estimator_dist/commands/cli.py",
 }
+
+
+# process_exit's hook that ends a user's program on an uncaught TaskEnd raises SystemExit in
+# sys.excepthook, the one way to set the exit code there.
+_ALSO = {"SystemExit": ("estimator_dist/process_exit.py",)}
 
 
 def _dotted(node):
@@ -52,7 +57,7 @@ def test_process_ends_only_in_their_owner_modules():
             name = str(path.relative_to(_PACKAGE.parent))
             tree = ast.parse(path.read_text(encoding="utf-8"))
             found += [f"{name}:{line} {way}" for line, way in _process_ends(tree)
-                      if _OWNERS[way] != name]
+                      if name not in (_OWNERS[way], *_ALSO.get(way, ()))]
     assert not found
 
 

@@ -81,12 +81,12 @@ def test_added_strategy_gets_the_mends_of_its_facts(added_strategy, model_dir, m
     monkeypatch.setattr(registry, "apply", installed.append)
     estimator_dist.make_run_config(added_strategy.name, model_dir=model_dir)
     assert installed == ["early_stopping", "tpu_estimator_kept", "custom_gradient_leak",
-                         "embedding_rows"]
+                         "keras_2_seeds", "embedding_rows"]
     needed = [name for name, mend in catalogue.MENDS.items()
               if mend.scope != "import" and mend.needed_by(added_strategy)]
     assert needed == ["early_stopping", "steps_per_run", "tpu_estimator_kept",
-                      "custom_gradient_leak", "embedding_rows", "params_by_mode",
-                      "saver_graph_events"]
+                      "custom_gradient_leak", "keras_2_seeds", "embedding_rows",
+                      "params_by_mode", "saver_graph_events"]
 
 
 def test_added_strategy_reaches_the_plan(added_strategy, model_dir):

@@ -83,9 +83,10 @@ class _MultiWorkerMendsMixin(extended.Mixin):
     """Applies the mends MultiWorkerMirroredStrategy needs under Estimator
     (``mends.catalogue``): sparse gradients exchanged as rows (or dense, by the mend's
     rule), batch norm's moving statistics mirrored, finite input ending on every worker
-    after the same step."""
+    after the same step, collective keys of its own in the process."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        mends.apply("collective_keys", type(self))  # Read by TensorFlow's constructor.
         super().__init__(*args, **kwargs)
         mends.apply("sparse_gradients", self)
         mends.apply("batch_norm_statistics", self)

@@ -455,6 +455,21 @@ MENDS = {mend.name: mend for mend in (
         needs=("collectives",),
     ),
     Mend(
+        name="collective_keys",
+        module="estimator_dist.mends.collective_keys",
+        defect="every MultiWorkerMirroredStrategy numbers its collectives from the same keys, "
+               "and in graph mode (TF1 behaviour) the process's collective executors "
+               "remember each key's op: a second Estimator built with a config of its own "
+               "fails its first step ('Collective instance 113 expected type 0 ... but got "
+               "type 1')",
+        test="tests/estimator_dist/mends/test_collective_keys.py::"
+             "test_second_config_in_a_process_fails_without_the_mend",
+        changes="the strategy class's _collective_key_base before each build: the n-th "
+                "strategy of the process starts its group keys at n * 10,000",
+        scope="strategy",
+        needs=("collectives",),
+    ),
+    Mend(
         name="evaluator_end",
         module="estimator_dist.mends.evaluator_end",
         defect="train_and_evaluate's evaluator task sleeps out EvalSpec.start_delay_secs "

@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import sys
+import traceback
 
 BEHAVIOURS = ("tf1", "tf2")
 STRATEGIES = ("default", "mirrored", "multi_worker", "parameter_server", "tpu")
@@ -62,6 +63,7 @@ def _run(name, make_config, model_dir):
         program = importlib.import_module(f"tests.end_to_end.legacy.programs.{name}")
         result = program.main(make_config, os.path.join(model_dir, name))
     except Exception as error:  # Any failure is the program's result.
+        traceback.print_exc()  # For the log; the outcome line is the first line.
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         print(f"ERROR {name} {type(error).__name__}: {first}", flush=True)
         return False

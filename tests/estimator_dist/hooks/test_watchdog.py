@@ -323,13 +323,15 @@ def test_tf_paused_peer_past_the_heartbeat_aborts_the_collectives(tmp_path):
 @pytest.mark.multi_process
 @pytest.mark.both_ends
 @pytest.mark.timeout(300)
-def test_paused_peer_within_collective_timeout_trains_on(model_dir, tmp_path):
+@pytest.mark.parametrize("paused", [1, 0], ids=["worker", "leader"])
+def test_paused_peer_within_collective_timeout_trains_on(model_dir, tmp_path, paused):
     """A CLI worker paused past TensorFlow's heartbeat timeout but within
-    collective_timeout: both workers go on training (mend coordination_heartbeat)."""
+    collective_timeout: both workers go on training (mend coordination_heartbeat). Worker
+    0 leads the coordination service: paused, it answers no heartbeat either."""
     workers, logs = _start_workers(model_dir, tmp_path)
     try:
         _wait_for_checkpoint(model_dir, 200, workers, logs, 200)
-        _pause(workers[1], _PAUSE_SECONDS)
+        _pause(workers[paused], _PAUSE_SECONDS)
         resumed = checkpoint_step.newest_step(model_dir)
         _wait_for_checkpoint(model_dir, resumed + 400, workers, logs, 120)
     finally:

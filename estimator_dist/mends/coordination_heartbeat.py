@@ -51,4 +51,5 @@ def install(cluster: Mapping[str, Sequence[str]], task_type: str, seconds: float
         name=job, num_tasks=spec.num_tasks(job)) for job in spec.jobs]
     eager.configure_coordination_service(
         service_type="standalone", service_leader=multi_worker_util.coordination_leader(spec),
-        coordinated_jobs=jobs, heartbeat_timeout_in_ms=int(HEARTBEAT_TIMEOUT_PER_PAUSE * seconds * 1000))
+        coordinated_jobs=jobs,
+        heartbeat_timeout_in_ms=int(HEARTBEAT_TIMEOUT_PER_PAUSE * seconds * 1000))

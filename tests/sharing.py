@@ -22,7 +22,7 @@ import tempfile
 import pytest
 
 ALONE = "alone"
-_RUN_ID = "PYTEST_XDIST_TESTRUNUID"  # Set by pytest-xdist in each worker of a run.
+RUN_ID = "PYTEST_XDIST_TESTRUNUID"  # Set by pytest-xdist in each worker of a run.
 
 
 def _lock_path(run_id, name):
@@ -57,7 +57,7 @@ def machine_share(alone, run_id):
 def pytest_runtest_protocol(item, nextitem):
     """Runs each test (set-up, call and tear-down) holding its share of the machine."""
     del nextitem
-    run_id = os.environ.get(_RUN_ID)
+    run_id = os.environ.get(RUN_ID)
     if run_id is None:
         yield
         return

@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from tests import sharing
 from tests.timing import TIMES_VARIABLE
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,11 +54,13 @@ def launched_tasks(launcher_pid):
 
 
 def run_python(args, *, timeout, env=None, cwd=None):
-    """Runs ``python ARGS`` in a subprocess with a time limit; returns CompletedProcess."""
+    """Runs ``python ARGS`` in a subprocess with a time limit; returns CompletedProcess.
+    ``env`` adds to this process's environment (less TF_CONFIG); a None value removes."""
     full_env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     full_env.update(env or {})
     return subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, cwd=cwd or REPO_ROOT)
+                          timeout=timeout, cwd=cwd or REPO_ROOT,
+                          env={k: v for k, v in full_env.items() if v is not None})
 
 
 def worker_env(ports, index):
@@ -176,9 +179,13 @@ def assert_passes_under_tf1_behaviour(test_file, *pytest_args, timeout):
     """Runs the tests of ``test_file`` again in a process that calls
     ``tf.compat.v1.disable_v2_behavior()`` first (what legacy scripts do; it can only
     happen before TF starts) and asserts they pass. The run's time counts as this test's
-    (``tests/timing.py``), not as its tests' again."""
+    (``tests/timing.py``), not as its tests' again, and so does its share of the machine
+    (``tests/sharing.py``): its tests take none of their own, or an ``alone`` test queued
+    meanwhile would wait for this test while holding the turnstile they wait for, until the
+    time limit ended the worker. ``timeout`` must stay below this test's time limit."""
     done = run_python(["-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", *pytest_args],
-                      timeout=timeout, env={TF1_BEHAVIOUR_ENV: "1", TIMES_VARIABLE: ""})
+                      timeout=timeout,
+                      env={TF1_BEHAVIOUR_ENV: "1", TIMES_VARIABLE: "", sharing.RUN_ID: None})
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
     assert done.returncode == 0, "\n".join(failed) or done.stdout[-3000:]
 

@@ -1,10 +1,12 @@
 """The workers of a run share the machine: a test marked alone runs with none beside it."""
 import multiprocessing
+import subprocess
 import time
 
 import pytest
 
-from tests.sharing import machine_share
+from tests import support
+from tests.sharing import RUN_ID, machine_share
 
 
 def _hold(alone, run_id, started, seconds):
@@ -58,3 +60,21 @@ def test_grouped_tests_run_on_one_worker(pytester):
                                            "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
     assert len(list(pytester.path.glob("*.ran"))) == 1
+
+
+def test_rerun_under_tf1_behaviour_takes_no_share_of_its_own(monkeypatch):
+    """The rerun's pytest is part of the test that started it, which holds its share: were
+    its tests to take shares of their own, an alone test queued meanwhile would hold the
+    turnstile they wait for while it waits for the test, which waits for them, until the
+    time limit ended the worker (pytest-xdist: "node down: Not properly terminated")."""
+    monkeypatch.setenv(RUN_ID, "run")
+    envs = []
+
+    def run(args, **kwargs):
+        envs.append(kwargs["env"])
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(support.subprocess, "run", run)
+    support.assert_passes_under_tf1_behaviour(__file__, timeout=1)
+    [env] = envs
+    assert RUN_ID not in env and env[support.TF1_BEHAVIOUR_ENV] == "1"

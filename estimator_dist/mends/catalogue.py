@@ -435,8 +435,9 @@ MENDS = {mend.name: mend for mend in (
         test="tests/estimator_dist/hooks/test_watchdog.py::"
              "test_tf_paused_peer_past_the_heartbeat_aborts_the_collectives",
         changes="the eager context's coordination service is configured as the strategy "
-                "would, before its first build, with a heartbeat timeout of "
-                "collective_timeout",
+                "would, before its first build, with a heartbeat timeout of twice "
+                "collective_timeout (TensorFlow's agent heartbeats every half of it), so "
+                "that a pause shorter than collective_timeout is survived",
         scope="process",
         needs=None,  # Installed by the multi_worker builder, which knows the cluster.
     ),

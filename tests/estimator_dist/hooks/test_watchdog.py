@@ -172,11 +172,20 @@ def _start_workers(model_dir, tmp_path):
     return workers, logs
 
 
-def _wait_for_checkpoint(model_dir, step, workers, seconds):
+def _tails(workers, logs):
+    """Each worker's exit code (None: running) and the end of its log."""
+    return "\n".join(f"--- worker {index} (exit code {worker.poll()}):\n"
+                     f"{log.read_text()[-1500:]}"
+                     for index, (worker, log) in enumerate(zip(workers, logs)))
+
+
+def _wait_for_checkpoint(model_dir, step, workers, logs, seconds):
     deadline = time.monotonic() + seconds
     while (checkpoint_step.newest_step(model_dir) or 0) < step:  # (Older ones are deleted.)
-        assert time.monotonic() < deadline, f"training never reached step {step}"
-        assert all(w.poll() is None for w in workers), "a worker ended early"
+        assert time.monotonic() < deadline, (f"training never reached step {step}\n"
+                                             + _tails(workers, logs))
+        assert all(w.poll() is None for w in workers), ("a worker ended early\n"
+                                                        + _tails(workers, logs))
         time.sleep(0.5)
 
 
@@ -190,7 +199,7 @@ def _wait_for_checkpoint(model_dir, step, workers, seconds):
 def test_lost_peer_ends_survivor_within_bound_naming_it(model_dir, tmp_path, fault, state):
     workers, logs = _start_workers(model_dir, tmp_path)
     try:
-        _wait_for_checkpoint(model_dir, 200, workers, 200)
+        _wait_for_checkpoint(model_dir, 200, workers, logs, 200)
         os.kill(workers[1].pid, fault)
         lost_at = time.monotonic()
         code = workers[0].wait(timeout=_BOUND_SECONDS + 30)
@@ -314,18 +323,20 @@ def test_tf_paused_peer_past_the_heartbeat_aborts_the_collectives(tmp_path):
 @pytest.mark.multi_process
 @pytest.mark.both_ends
 @pytest.mark.timeout(300)
-def test_paused_peer_within_collective_timeout_trains_on(model_dir, tmp_path):
+@pytest.mark.parametrize("paused", [1, 0], ids=["worker", "leader"])
+def test_paused_peer_within_collective_timeout_trains_on(model_dir, tmp_path, paused):
     """A CLI worker paused past TensorFlow's heartbeat timeout but within
-    collective_timeout: both workers go on training (mend coordination_heartbeat)."""
+    collective_timeout: both workers go on training (mend coordination_heartbeat). Worker
+    0 leads the coordination service: paused, it answers no heartbeat either."""
     workers, logs = _start_workers(model_dir, tmp_path)
     try:
-        _wait_for_checkpoint(model_dir, 200, workers, 200)
-        _pause(workers[1], _PAUSE_SECONDS)
+        _wait_for_checkpoint(model_dir, 200, workers, logs, 200)
+        _pause(workers[paused], _PAUSE_SECONDS)
         resumed = checkpoint_step.newest_step(model_dir)
-        _wait_for_checkpoint(model_dir, resumed + 400, workers, 120)
+        _wait_for_checkpoint(model_dir, resumed + 400, workers, logs, 120)
     finally:
         for worker in workers:
             worker.kill()
             worker.wait()
     for log in logs:
-        assert "heartbeat" not in log.read_text()
+        assert "heartbeat" not in log.read_text(), _tails(workers, logs)

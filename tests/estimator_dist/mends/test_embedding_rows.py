@@ -177,6 +177,7 @@ def test_canned_wide_and_deep_reads_rows_and_trains_as_plain_tf(tmp_path, strate
 
 @pytest.mark.slow
 @pytest.mark.both_ends
+@pytest.mark.timeout(460)  # Above the rerun's own limit: a slow rerun fails, with its output.
 def test_module_under_tf1_behaviour():
     """The same, with ``disable_v2_behavior()`` first."""
     assert_passes_under_tf1_behaviour(__file__, "-k", "not under_tf1", timeout=400)

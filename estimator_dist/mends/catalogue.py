@@ -242,7 +242,10 @@ MENDS = {mend.name: mend for mend in (
         test="tests/end_to_end/test_end_to_end.py::"
              "test_multi_worker_estimator_train_alone_refused",
         changes="estimator_training.estimator_train: INDEPENDENT_WORKER mode trains through "
-                "the distribute coordinator, as train_and_evaluate does",
+                "the distribute coordinator, as train_and_evaluate does; "
+                "distribute_coordinator._run_std_server: a later Estimator of the process "
+                "with another session_config than the server's is refused in one line "
+                "(TensorFlow's coordinator asserts)",
         scope="process",
         needs=("cluster",),
     ),

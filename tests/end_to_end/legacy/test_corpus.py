@@ -53,7 +53,7 @@ def _parse(stdout):
 # TensorFlow server keeps from one Estimator to the next in the process.
 _OWN_CLUSTER = {
     # Under TF1 behaviour the process's server starts once, with the first Estimator's
-    # session_config; another one fails a bare assert in TensorFlow's coordinator.
+    # session_config; another one is refused (mend cluster_train).
     "wide_deep_replace": "its own session_config",
     # The server keeps resource variables by name: its Keras layers' "dense" variables
     # exist there already with other shapes ("assign ... with wrong shape").

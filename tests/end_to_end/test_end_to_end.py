@@ -95,7 +95,9 @@ def test_parameter_server_chief_worker_ps_and_evaluator(python_run, model_dir):
     evaluator = [line for line in result.stdout.splitlines()
                  if line.startswith("[evaluator 0] metrics")]
     assert evaluator and "accuracy" in evaluator[-1], result.stdout[-3000:]
-    assert int(re.search(r"\(step (\d+)\)", evaluator[-1]).group(1)) == final_step
+    # As in TensorFlow's evaluator loop, it ends after the first checkpoint at or past
+    # max_steps; an asynchronous worker's step may still follow it into a last one.
+    assert 100 <= int(re.search(r"\(step (\d+)\)", evaluator[-1]).group(1)) <= final_step
     assert "batch 128 per worker step, asynchronous (strategy parameter_server)" in result.stdout
     assert len(os.listdir(os.path.join(model_dir, "export"))) == 1  # Only the chief exports.
 

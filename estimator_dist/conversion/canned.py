@@ -41,11 +41,14 @@ _PARSING_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _SOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # The Estimator's optimizers whose Keras counterpart continues them: name in the
 # checkpoint's ``training/`` scope → (Keras class name, hyperparameters read from the
-# checkpoint, slots per variable in the Keras optimizer's order).
+# checkpoint, slots per variable in the Keras optimizer's order). SGD keeps its momentum
+# slot only when its momentum is not 0 (``_slots``).
 _OPTIMIZERS = {
     "Adagrad": ("Adagrad", ("learning_rate",), ("accumulator",)),
+    "Adam": ("Adam", ("learning_rate", "beta_1", "beta_2"), ("m", "v")),
     "Ftrl": ("Ftrl", ("learning_rate", "learning_rate_power", "l1_regularization_strength",
                       "l2_regularization_strength", "beta"), ("accumulator", "linear")),
+    "SGD": ("SGD", ("learning_rate", "momentum"), ("momentum",)),
 }
 _BATCH_NORM_EPSILON = 1e-3  # The canned DNN's BatchNormalization keeps Keras's default.
 _CANNED = ("DNNClassifier", "DNNRegressor", "LinearClassifier", "LinearRegressor",
@@ -336,16 +339,59 @@ def _optimizer_scope(names: list[str]) -> str:
     return scopes[0]
 
 
+def _hyperparameters(reader: _Checkpoint, scope: str, names: tuple[str, ...]) -> dict[str, float]:
+    """``names``' values in the checkpoint; a learning-rate decay, which Keras's optimizers
+    no longer have, is refused."""
+    decay_name = f"training/{scope}/decay"
+    decay = float(reader[decay_name]) if decay_name in reader.names() else 0.0
+    if decay:
+        raise UsageError(f"optimizer {scope} must train without a learning-rate decay for a "
+                         f"Keras optimizer to continue it (Keras's have none). Received: "
+                         f"decay={decay:.7g}")
+    return {name: float(reader[f"training/{scope}/{name}"]) for name in names}
+
+
+def _row_updated(model: Any) -> list[str]:
+    """The weights the Estimator updated by rows (embedding tables, a linear part's
+    categorical weights: their gradients are ``IndexedSlices``)."""
+    from estimator_dist.conversion import _column_layers  # Late: loads TensorFlow.
+
+    return [layer.name for layer in model.layers
+            if isinstance(layer, _column_layers.DenseColumn) and layer.table is not None
+            or isinstance(layer, _column_layers.LinearColumn)
+            and layer.spec["kind"] != "numeric"]
+
+
+def _slots(model: Any, scope: str, hyperparameters: dict[str, float]) -> tuple[str, ...]:
+    """The slots to carry; SGD's momentum only where every weight was updated whole:
+    TensorFlow's sparse momentum decays just the rows a batch touches, Keras's every row."""
+    if scope != "SGD":
+        return _OPTIMIZERS[scope][2]
+    if not hyperparameters["momentum"]:
+        return ()
+    rows = _row_updated(model)
+    if rows:
+        raise UsageError(f"optimizer SGD with momentum must have updated every weight whole "
+                         f"for a Keras optimizer to continue it (TensorFlow decays the "
+                         f"momentum of only the rows a batch touches, Keras of every row). "
+                         f"Received: momentum={hyperparameters['momentum']:.7g} over the rows of "
+                         f"{', '.join(rows)}")
+    return _OPTIMIZERS[scope][2]
+
+
 def optimizer(model: Any, checkpoint: str) -> Any:
     """A Keras optimizer that continues the Estimator's from ``checkpoint``: the same kind
-    (``_OPTIMIZERS``) and hyperparameters, its slots (accumulators, FTRL's linear terms)
-    carried to ``model``'s trainable weights; compile ``model`` with it and ``fit`` goes
-    on where the Estimator stopped.
+    (``_OPTIMIZERS``) and hyperparameters, its slots (accumulators, FTRL's linear terms,
+    Adam's moments, SGD's momentum) carried to ``model``'s trainable weights and its step
+    count at the global step (Adam's bias correction counts it); compile ``model`` with it
+    and ``fit`` goes on where the Estimator stopped. Settings that the checkpoint does not
+    hold (Adam's ``epsilon``, SGD's ``nesterov``) are Keras's defaults, the Estimator's too.
 
     Raises:
       UsageError: ``model`` is no model ``to_keras`` converted from a canned Estimator, or
         the checkpoint holds no slots of one optimizer of ``_OPTIMIZERS`` (a wide-and-deep
-        model trains two).
+        model trains two), or its optimizer decays the learning rate, or it is SGD with
+        momentum over weights updated by rows (``_slots``).
     """
     import keras  # Late: loads Keras.
 
@@ -355,11 +401,13 @@ def optimizer(model: Any, checkpoint: str) -> Any:
                          f"Estimator. Received: {type(model).__name__} {model.name!r}")
     reader = _Checkpoint(checkpoint)
     scope = _optimizer_scope(list(reader.names()))
-    class_name, hyperparameters, slots = _OPTIMIZERS[scope]
-    keras_optimizer = getattr(keras.optimizers, class_name)(
-        **{h: float(reader[f"training/{scope}/{h}"]) for h in hyperparameters})
+    class_name, names, _ = _OPTIMIZERS[scope]
+    hyperparameters = _hyperparameters(reader, scope, names)
+    slots = _slots(model, scope, hyperparameters)
+    keras_optimizer = getattr(keras.optimizers, class_name)(**hyperparameters)
     variables = list(model.trainable_variables)
     keras_optimizer.build(variables)
+    keras_optimizer.iterations.assign(int(reader["global_step"]))
     slot_variables = [v for v in keras_optimizer.variables if len(v.shape)]
     for i, variable in enumerate(variables):
         for j, slot in enumerate(slots):

@@ -3,6 +3,8 @@
 N Estimator steps, converted, then M Keras steps with the carried optimizer, against N+M
 Estimator steps from the same seed on the same batch.
 """
+import importlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -10,6 +12,7 @@ import tensorflow as tf
 import estimator_dist
 from estimator_dist.conversion import canned
 from estimator_dist.errors import UsageError
+from estimator_dist.mends import releases
 from tests.estimator_dist.conversion.canned_programs import FEATURES, LABELS
 from tests.train_support import keep_tf_logging  # noqa: F401
 
@@ -29,12 +32,41 @@ def _linear(model_dir):
          fc.crossed_column(["city", "fruit"], 7)], model_dir=model_dir)
 
 
-def _dnn(model_dir):
-    """V2: Adagrad."""
+def _dnn(model_dir, optimizer="Adagrad"):
+    """V2: Adagrad, or ``optimizer``."""
     return tf.estimator.DNNRegressor(
         [4], [fc.numeric_column("size", shape=(2,)), fc.embedding_column(
             fc.categorical_column_with_identity("slot", 5, default_value=0), 2)],
-        model_dir=model_dir, config=tf.estimator.RunConfig(tf_random_seed=3))
+        model_dir=model_dir, config=tf.estimator.RunConfig(tf_random_seed=3),
+        optimizer=optimizer)
+
+
+def _keras2_sgd(**kwargs):
+    """The Keras 2 SGD a V2 canned Estimator takes: ``tf.keras``'s on 2.15, ``tf_keras``'s
+    on current TensorFlow."""
+    current = releases.tensorflow_release() in releases.CURRENT
+    keras2 = importlib.import_module("tf_keras") if current else tf.keras
+    return keras2.optimizers.legacy.SGD(**kwargs)
+
+
+def _adam(model_dir):
+    """Adam's moments over an embedding's rows, its bias correction by the global step."""
+    return _dnn(model_dir, "Adam")
+
+
+def _sgd(model_dir):
+    """SGD without momentum over a linear part's categorical rows."""
+    return tf.estimator.LinearRegressor(
+        [fc.numeric_column("age"), fc.categorical_column_with_hash_bucket("city", 3)],
+        model_dir=model_dir, optimizer="SGD")
+
+
+def _momentum(model_dir):
+    """SGD's momentum over weights updated whole."""
+    return tf.estimator.DNNRegressor(
+        [4], [fc.numeric_column("size", shape=(2,))], model_dir=model_dir,
+        config=tf.estimator.RunConfig(tf_random_seed=3),
+        optimizer=_keras2_sgd(learning_rate=0.01, momentum=0.9))
 
 
 _LABELS = LABELS["linear_regressor"]
@@ -44,7 +76,8 @@ def _data():
     return tf.data.Dataset.from_tensors((FEATURES, _LABELS)).repeat()
 
 
-@pytest.mark.parametrize("build", [_linear, _dnn], ids=["ftrl", "adagrad"])
+@pytest.mark.parametrize("build", [_linear, _dnn, _adam, _sgd, _momentum],
+                         ids=["ftrl", "adagrad", "adam", "sgd", "momentum"])
 def test_fit_with_the_carried_optimizer_continues_the_estimator(build, tmp_path):
     short, long = build(str(tmp_path / "short")), build(str(tmp_path / "long"))
     short.train(_data, steps=_STEPS)
@@ -59,6 +92,21 @@ def test_fit_with_the_carried_optimizer_continues_the_estimator(build, tmp_path)
     model.fit(keras_data, steps_per_epoch=_MORE_STEPS, epochs=1, verbose=0)
     outputs = np.asarray(model(features)["predictions"])
     np.testing.assert_allclose(outputs, expected, atol=_TOLERANCE, rtol=0)
+
+
+@pytest.mark.parametrize("optimizer,message", [
+    (lambda: _keras2_sgd(learning_rate=0.01, momentum=0.9),
+     r"optimizer SGD with momentum must have updated every weight whole .* Received: "
+     r"momentum=0\.9 over the rows of dnn_slot_embedding$"),
+    (lambda: _keras2_sgd(learning_rate=0.01, decay=0.5),
+     r"optimizer SGD must train without a learning-rate decay .* Received: decay=0\.5$")],
+    ids=["sparse-momentum", "decay"])
+def test_optimizer_refuses_what_keras_would_continue_otherwise(optimizer, message, tmp_path):
+    estimator = _dnn(str(tmp_path), optimizer)
+    estimator.train(_data, steps=1)
+    model = estimator_dist.to_keras(estimator)
+    with pytest.raises(UsageError, match=message):
+        canned.optimizer(model, tf.train.latest_checkpoint(estimator.model_dir))
 
 
 def test_optimizer_refuses_a_model_not_converted():

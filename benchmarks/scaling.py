@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence, Union
 
 # TensorFlow (and what loads it) is imported inside the functions that use it: a process
 # loads it only for the part it runs (a task, or the driver's report).
@@ -75,22 +75,11 @@ _PACKAGE_OPTION_TYPES: dict[str, Callable[[str], Any]] = {
 
 # ---- one task: runs in a child process ------------------------------------------------
 
-def _interval_union(intervals: Iterable[tuple[int, int]]) -> int:
-    """Total length of the union of (start, end) intervals."""
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
-
-
 def _trace_summary(run_metadata: Any) -> dict[str, Any]:
     """(compute µs, first and last µs of the collectives — under parameter_server, of the
     variables' transfers —, first and last µs of any op)."""
+    from estimator_dist.hooks.exchange_advice import intervals_length
+
     compute: list[tuple[int, int]] = []
     collectives: list[tuple[int, int]] = []
     for device in run_metadata.step_stats.dev_stats:
@@ -103,7 +92,7 @@ def _trace_summary(run_metadata: Any) -> dict[str, Any]:
             is_collective = op_type.startswith("Collective") or op_type in _TRANSFERS
             (collectives if is_collective else compute).append(span)
     every = compute + collectives
-    return {"compute_us": _interval_union(compute),
+    return {"compute_us": intervals_length(compute),
             "collective": [min(s for s, _ in collectives), max(e for _, e in collectives)]
             if collectives else None,
             "ops": [min(s for s, _ in every), max(e for _, e in every)]}

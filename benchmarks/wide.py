@@ -3,14 +3,19 @@ and bytes per step.
 
     python benchmarks/wide.py [--rounds 3] [--steps 200] [--warmup 20] [--batch 512]
                               [--buckets 1000000] [--vocab 100000] [--dim 32]
+                              [--model wide|census]
                               [--cases alone plain half dense rows ps]
 
 The model is a canned ``tf.estimator.DNNLinearCombinedClassifier``: its linear part reads
 a crossed column of two ids (``--buckets`` hash buckets, FTRL), its DNN part an
 embedding of a third id (``--vocab`` rows × ``--dim``, Adagrad) through 64 → 32 units.
 Each example touches one row of each table, so a step's gradients are a few hundred rows
-of tables of millions. The cases, each process pinned to its own core (``taskset``; a ps
-task on every core), at one global batch:
+of tables of millions. ``--model census`` is a trainer in the style of the ML-engine census
+sample instead (run it at its batch: ``--batch 80``, 40 a worker): FTRL over crossed
+columns of 10,000, 1,000,000 and 10,000 buckets and a hashed column, Adagrad for
+100 → 70 → 50 → 25 units over two small embeddings, an indicator and two numeric columns
+(``--buckets``, ``--vocab`` and ``--dim`` do not apply). The cases, each process pinned to
+its own core (``taskset``; a ps task on every core), at one global batch:
 
 * ``1 process`` — ``make_run_config("default")``, the whole batch: the baseline.
 * ``1 process, plain TF`` — a plain ``RunConfig()``: TensorFlow's own lookups, which read
@@ -84,8 +89,44 @@ def tcp_bytes() -> int | None:
     return total if found else None
 
 
+_RELATIONSHIPS = ("Husband", "Not-in-family", "Own-child", "Unmarried", "Wife", "Other")
+
+
+def _census_model(config: Any) -> Any:
+    import tensorflow as tf
+    fc = tf.feature_column
+    age = fc.bucketized_column(fc.numeric_column("age"), [18, 25, 30, 35, 40, 45, 50, 55, 60, 65])
+    occupation = fc.categorical_column_with_hash_bucket("occupation", 1000, dtype=tf.int64)
+    country = fc.categorical_column_with_hash_bucket("native_country", 1000, dtype=tf.int64)
+    relationship = fc.categorical_column_with_vocabulary_list("relationship", _RELATIONSHIPS)
+    return tf.estimator.DNNLinearCombinedClassifier(
+        linear_feature_columns=[
+            fc.crossed_column(["education", "occupation"], 10_000),
+            fc.crossed_column([age, "education", "occupation"], 1_000_000),
+            fc.crossed_column(["native_country", "occupation"], 10_000), country],
+        linear_optimizer="Ftrl",
+        dnn_feature_columns=[
+            fc.embedding_column(occupation, 8), fc.embedding_column(relationship, 8),
+            fc.indicator_column(fc.categorical_column_with_identity("education", 16)),
+            fc.numeric_column("age"), fc.numeric_column("hours_per_week")],
+        dnn_optimizer="Adagrad", dnn_hidden_units=[100, 70, 50, 25], config=config)
+
+
+def _census_features(rng: Any, size: int) -> tuple[dict[str, Any], Any]:
+    import numpy as np
+    features = {
+        "age": rng.integers(17, 90, (size, 1)).astype(np.float32),
+        "hours_per_week": rng.integers(1, 99, (size, 1)).astype(np.float32),
+        "education": rng.integers(0, 16, (size, 1)), "occupation": rng.integers(0, 400, (size, 1)),
+        "native_country": rng.integers(0, 40, (size, 1)),
+        "relationship": rng.choice(_RELATIONSHIPS, (size, 1))}
+    return features, (features["education"] + features["occupation"]) % 2
+
+
 def _model(spec: dict[str, Any], config: Any) -> Any:
     import tensorflow as tf
+    if spec["model"] == "census":
+        return _census_model(config)
     columns = tf.feature_column
     crossed = columns.crossed_column(["a", "b"], hash_bucket_size=spec["buckets"])
     ids = columns.categorical_column_with_identity("c", spec["vocab"])
@@ -125,6 +166,8 @@ def run_task(spec: dict[str, Any]) -> None:
     features = {"a": rng.integers(0, side, (size, 1)), "b": rng.integers(0, side, (size, 1)),
                 "c": rng.integers(0, spec["vocab"], (size, 1))}
     labels = ((features["a"] + features["c"]) % 2).astype(np.int64)
+    if spec["model"] == "census":
+        features, labels = _census_features(rng, size)
 
     def input_fn() -> Any:  # ignores input_context: each worker batches its own share
         data = tf.data.Dataset.from_tensor_slices((features, labels)).cache().repeat()
@@ -181,7 +224,7 @@ def run_case(kind: str, args: argparse.Namespace, work_dir: str) -> dict[str, An
     spec = {"system": kind,
             "batch": args.batch if kind in ("alone", "plain") else args.batch // 2,
             "steps": args.steps, "warmup": args.warmup, "buckets": args.buckets,
-            "vocab": args.vocab, "dim": args.dim, "work_dir": work_dir}
+            "vocab": args.vocab, "dim": args.dim, "model": args.model, "work_dir": work_dir}
     return scaling.run_tasks(*LAYOUTS[kind], spec, args.timeout,
                               script=__file__)[0]
 
@@ -195,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--buckets", type=int, default=1_000_000)
     parser.add_argument("--vocab", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=32)
+    parser.add_argument("--model", choices=("wide", "census"), default="wide")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES),
                         help="cases to run (the 1 process baseline always runs)")
     parser.add_argument("--timeout", type=float, default=600)
@@ -205,11 +249,14 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     import _timing
     _timing.print_header()
-    print(f"DNNLinearCombinedClassifier: crossed column {args.buckets:,} buckets "
-          f"({args.buckets * 4 / 1e6:.1f} MB of FTRL weights), embedding {args.vocab:,} x "
-          f"{args.dim} ({args.vocab * args.dim * 4 / 1e6:.1f} MB, Adagrad), DNN 64 -> 32; "
-          f"global batch {args.batch}, {args.steps} steps per case, first {args.warmup} "
-          f"left out; load average {os.getloadavg()[0]:.1f}", flush=True)
+    model = (f"crossed column {args.buckets:,} buckets ({args.buckets * 4 / 1e6:.1f} MB of "
+             f"FTRL weights), embedding {args.vocab:,} x {args.dim} "
+             f"({args.vocab * args.dim * 4 / 1e6:.1f} MB, Adagrad), DNN 64 -> 32"
+             if args.model == "wide" else "census-style: FTRL over crossed columns of "
+             "10,000, 1,000,000 and 10,000 buckets, Adagrad for DNN 100 -> 70 -> 50 -> 25")
+    print(f"DNNLinearCombinedClassifier, {model}; global batch {args.batch}, {args.steps} "
+          f"steps per case, first {args.warmup} left out; load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
     kinds = [k for k in CASES if k in args.cases or k == "alone"]
     results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     gflops: list[float] = []

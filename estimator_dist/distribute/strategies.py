@@ -25,7 +25,7 @@ from estimator_dist import mends
 from estimator_dist.distribute import cluster, cluster_sources, rendezvous, strategy_table
 from estimator_dist.distribute.input_checks import checked_input_fn
 from estimator_dist.errors import UsageError, check_positive_int
-from estimator_dist.hooks import divergence, ps_watch, watchdog
+from estimator_dist.hooks import divergence, exchange_advice, ps_watch, watchdog
 from estimator_dist.mends import extended, internals
 
 _LOG = logging.getLogger(__name__)
@@ -222,6 +222,9 @@ def _multi_worker(num_replicas: int | None, options: dict[str, Any],
     # hold a thread for the whole timeout); the watchdog bounds a stalled step instead.
     mends.apply("collective_watchdog", strategy,
                 make_hook=functools.partial(watchdog.StallWatchdogHook, timeout))
+    if tf_config.is_chief:
+        extended.add_training_hook(strategy, functools.partial(
+            exchange_advice.ExchangeAdviceHook, tf_config.num_workers))
     return StrategySetup(strategy, None, cpu_devices=cpu_device_count())
 
 

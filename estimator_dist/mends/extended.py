@@ -7,7 +7,7 @@ strategy's ``extended`` object, on a strategy, on a RunConfig, an Estimator and 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import tensorflow as tf
 
@@ -49,3 +49,25 @@ def with_training_hook(spec: Any, hook: tf.compat.v1.train.SessionRunHook) -> An
     fields = spec._asdict()
     fields["training_hooks"] = tuple(spec.training_hooks) + (hook,)
     return type(spec)._make(fields.values())
+
+
+class _TrainingHooksExtended(Mixin):
+    """Adds a hook of each of ``self.estimator_dist_hook_makers`` to the training spec of
+    each replica."""
+
+    def call_for_each_replica(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+                              kwargs: dict[str, Any] | None = None) -> Any:
+        result = super().call_for_each_replica(fn, args, kwargs)
+        for make_hook in self.estimator_dist_hook_makers:
+            result = with_training_hook(result, make_hook())
+        return result
+
+
+def add_training_hook(strategy: tf.distribute.Strategy,
+                      make_hook: Callable[[], tf.compat.v1.train.SessionRunHook]) -> None:
+    """Makes ``strategy`` add ``make_hook()`` to every Estimator training spec it builds.
+    ``make_hook`` survives the deep copies of the strategy: it must hold no TensorFlow
+    object (a function or a ``functools.partial`` of plain values)."""
+    mix_into(strategy.extended, _TrainingHooksExtended)
+    makers = getattr(strategy.extended, "estimator_dist_hook_makers", ())
+    strategy.extended.estimator_dist_hook_makers = (*makers, make_hook)

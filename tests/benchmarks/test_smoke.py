@@ -213,3 +213,15 @@ def test_wide_benchmark_sends_fewer_bytes_as_rows_than_dense(python_run):
             re.findall(r"^  (.+?)\s+[\d.]+ ms/step.*?([\d,]+) bytes/step$", out, re.M)}
     # The 1.2 MB crossed column's dense gradient crosses every step; as rows, 8 of them.
     assert sent["2 workers, rows"] * 4 < sent["2 workers, dense"], out
+
+
+@pytest.mark.multi_process
+def test_wide_benchmark_runs_the_census_style_trainer(python_run):
+    """``--model census``: the census-style trainer's two optimizers, on one process and
+    two workers, each worker at half the global batch."""
+    out = _run(python_run, "wide.py", "--model", "census", "--rounds", "1", "--steps", "8",
+               "--warmup", "2", "--batch", "16", "--cases", "rows")
+    assert "census-style: FTRL over crossed columns" in out, out
+    ratios = dict(re.findall(r"^  (.+?)\s+[\d.]+ ms/step\s+[\d,]+ examples/s\s+x([\d.]+) ",
+                             out, re.M))
+    assert set(ratios) == {"1 process", "2 workers, rows"}, out

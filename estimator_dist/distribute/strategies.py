@@ -83,11 +83,13 @@ class _MultiWorkerMendsMixin(extended.Mixin):
     """Applies the mends MultiWorkerMirroredStrategy needs under Estimator
     (``mends.catalogue``): sparse gradients exchanged as rows (or dense, by the mend's
     rule), batch norm's moving statistics mirrored, finite input ending on every worker
-    after the same step, collective keys of its own in the process."""
+    after the same step, collective keys of its own in the process and instance keys of
+    its own in each training graph."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         mends.apply("collective_keys", type(self))  # Read by TensorFlow's constructor.
         super().__init__(*args, **kwargs)
+        mends.apply("collective_instances", self)
         mends.apply("sparse_gradients", self)
         mends.apply("batch_norm_statistics", self)
         mends.apply("input_end", self)

@@ -474,6 +474,23 @@ MENDS = {mend.name: mend for mend in (
         needs=("collectives",),
     ),
     Mend(
+        name="collective_instances",
+        module="estimator_dist.mends.collective_instances",
+        defect="each train call on a cluster numbers its graph's collectives from instance "
+               "key 100 again, and the task's server remembers each key's op: a train call "
+               "whose graph has other collectives than an earlier one's (another input_fn) "
+               "stops at its session's start ('Shape mismatch in the collective instance "
+               "173 ... expected shape [4] but another member in the group expected shape "
+               "[152]')",
+        test="tests/estimator_dist/mends/test_collective_instances.py::"
+             "test_second_train_of_another_graph_fails_without_the_mend",
+        changes="the strategy's extended _initialize_multi_worker: the CollectiveKeys of the "
+                "strategy and of each copy the coordinator configures draw instance keys "
+                "from one count per group and device of the process",
+        scope="strategy",
+        needs=("collectives",),
+    ),
+    Mend(
         name="evaluator_end",
         module="estimator_dist.mends.evaluator_end",
         defect="train_and_evaluate's evaluator task sleeps out EvalSpec.start_delay_secs "

@@ -117,18 +117,12 @@ def _check_ranking(result, strategy):
 
 
 _CHECKS = {"deepctr": _check_deepctr, "ranking": _check_ranking}
-_DEEPCTR_TWO_WORKERS = pytest.mark.xfail(
-    strict=True, reason="deepctr's DeepFMEstimator on two workers: 'Shape mismatch in the "
-    "collective instance' at the divergence check's first all-reduce, on TensorFlow 2.15 "
-    "and current alike (docs/legacy.md, 'Libraries built on Estimator')")
 
 
 def _cases():
     for library in _PROGRAMS:
         for strategy in ("default", "mirrored", "multi_worker"):
             marks = [pytest.mark.multi_process] if strategy == "multi_worker" else []
-            if (library, strategy) == ("deepctr", "multi_worker"):
-                marks.append(_DEEPCTR_TWO_WORKERS)
             yield pytest.param(library, strategy, id=f"{library}-{strategy}", marks=marks)
 
 

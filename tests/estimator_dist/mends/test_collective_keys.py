@@ -35,10 +35,13 @@ def _two_programs_on_two_workers(model_dir):
 @pytest.mark.timeout(400)
 def test_second_config_in_a_process_fails_without_the_mend(tmp_path):
     """The mend off, the second program's first step fails in a collective whose keys the
-    first program's strategy used; with it, both train."""
+    first program's strategy used; with it, both train. ``collective_instances`` is off
+    too: its instance keys, which go on from one graph to the next in a group, would
+    keep the second strategy's collectives apart from the first's in the shared group."""
     mended, plain = (run_pythons([_two_programs_on_two_workers(str(tmp_path / "mended"))],
                                  timeout=360, env=env)[0]
-                     for env in ({}, {"ESTIMATOR_DIST_MENDS_OFF": "collective_keys"}))
+                     for env in ({}, {"ESTIMATOR_DIST_MENDS_OFF":
+                                      "collective_keys,collective_instances"}))
     log = mended.stdout[-3000:] + mended.stderr[-3000:]
     assert mended.returncode == 0, log
     for worker in ("worker 0", "worker 1"):

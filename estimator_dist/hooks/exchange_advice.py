@@ -21,7 +21,6 @@ read.
 """
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 import threading
@@ -76,14 +75,12 @@ def advice_line(workers: int, step_ms: float, exchange_ms: float,
     saved_ms = (workers - 1) * compute_ms
     if exchange_ms <= saved_ms:
         return None
-    larger = math.ceil(exchange_ms / saved_ms) if saved_ms > 0 else None
-    batch = (f"a per-worker batch about {larger} times larger (the exchange stays, the "
-             f"compute grows)" if larger else "a larger per-worker batch")
     return (f"estimator_dist: multi_worker: a step takes {step_ms:.1f} ms here; traced, it "
             f"spent {exchange_ms:.1f} ms exchanging gradients (waits for peers included) "
             f"and {compute_ms:.1f} ms computing, more than the {saved_ms:.1f} ms a step "
             f"that {workers} workers save against one process on the same global batch, so "
-            f"one process is likely faster. Faster here: {batch}, strategy "
+            f"one process is likely faster. Faster here: a larger per-worker batch (the "
+            f"exchange stays, the compute grows), strategy "
             f"parameter_server (no barrier between workers), or one process "
             f"(docs/strategies.md, \"Wide models\").")
 

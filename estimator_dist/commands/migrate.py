@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from estimator_dist.commands import cli, logs
 from estimator_dist.conversion import canned, checkpoint_mapping
+from estimator_dist.conversion.eager import eagerly
 from estimator_dist.conversion.keras_conversion import (KERAS_CHOICES, check_output,
                                                         latest_checkpoint, save, to_keras)
 from estimator_dist.errors import UsageError, check_existing_dir
@@ -160,6 +161,7 @@ def _intact_checkpoint(model_dir: str) -> str:
     return resume.path
 
 
+@eagerly
 def migrate_command(args: argparse.Namespace) -> int:
     """Converts and saves as ``args`` say; returns the process exit code."""
     if _mapping_mode(args):

@@ -27,6 +27,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from estimator_dist.conversion import feature_columns
+from estimator_dist.conversion.eager import eagerly
 from estimator_dist.conversion.feature_columns import InexpressibleColumn, Spec
 from estimator_dist.errors import UsageError
 
@@ -379,6 +380,7 @@ def _slots(model: Any, scope: str, hyperparameters: dict[str, float]) -> tuple[s
     return _OPTIMIZERS[scope][2]
 
 
+@eagerly
 def optimizer(model: Any, checkpoint: str) -> Any:
     """A Keras optimizer that continues the Estimator's from ``checkpoint``: the same kind
     (``_OPTIMIZERS``) and hyperparameters, its slots (accumulators, FTRL's linear terms,

@@ -17,6 +17,7 @@ Kinds (docs/migration.md, "Canned estimators", has each column's Keras side): ``
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable
 
 from estimator_dist.errors import UsageError
@@ -129,8 +130,31 @@ def _crossed_leaves(column: Any) -> list[Spec]:
     return leaves
 
 
+class CrossOrderWarning(UserWarning):
+    """A crossed column that TensorFlow crosses in two orders, by how its input comes."""
+
+
+def _warn_of_cross_order(column: Any, leaves: list[Spec]) -> None:
+    """Warns when a raw feature key comes before a categorical column among ``leaves``:
+    TensorFlow's cross takes its sparse inputs before its dense ones, so on dense input
+    (arrays, ``numpy_input_fn``, ``pandas_input_fn``) such a column crosses its raw keys
+    last, on parsed ``tf.Example`` input (TFRecords, the export's serving input) in the
+    order given; the Keras model crosses as the export does."""
+    kinds = [leaf["kind"] == "raw" for leaf in leaves]
+    if True in kinds and False in kinds[kinds.index(True):]:
+        warnings.warn(
+            f"crossed column {_name(column)!r} lists a raw feature before a categorical "
+            f"column: TensorFlow crosses dense input (arrays, numpy_input_fn) with the raw "
+            f"features last and parsed tf.Example input in the order given; the Keras "
+            f"model crosses as the Estimator's export (tf.Example) does, so on dense "
+            f"features it may differ from the Estimator's predict (docs/migration.md, "
+            f"\"Canned estimators\")", CrossOrderWarning, stacklevel=2)
+
+
 def _crossed(column: Any) -> Spec:
-    return {"kind": "crossed", "keys": _crossed_leaves(column),
+    leaves = _crossed_leaves(column)
+    _warn_of_cross_order(column, leaves)
+    return {"kind": "crossed", "keys": leaves,
             "hash_key": column.hash_key, "num_buckets": int(column.hash_bucket_size)}
 
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from estimator_dist import models, run_record
 from estimator_dist.conversion import _keras_models
+from estimator_dist.conversion.eager import eagerly
 from estimator_dist.errors import UsageError, check_existing_dir
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ def latest_checkpoint(model_dir: str) -> str:
     return path
 
 
+@eagerly
 def to_keras(model_dir: Any, *, model: str | None = None, params: Mapping[str, Any] | None = None,
              checkpoint: str | None = None, keras: str = "keras") -> Any:
     """The Keras model equivalent to the latest checkpoint in ``model_dir``.
@@ -364,6 +366,7 @@ def _save_keras_3(keras_model: Any, path: str) -> None:
         tf.saved_model.save(keras_model, path, signatures=_signatures(keras_model))
 
 
+@eagerly
 def save(keras_model: Any, output: str | os.PathLike, *, overwrite: bool = False) -> str:
     """Saves ``keras_model`` to ``output`` whole or not at all; returns the absolute path.
 
@@ -390,10 +393,12 @@ def save(keras_model: Any, output: str | os.PathLike, *, overwrite: bool = False
         staged = os.path.join(staging, os.path.basename(output))
         if _is_keras_3(keras_model):
             _save_keras_3(keras_model, staged)
-        elif output.endswith(".keras") or not isinstance(keras_model.input, dict):
+        elif output.endswith(".keras"):
             keras_model.save(staged)
-        else:
-            keras_model.save(staged, signatures=_signatures(keras_model))
+        else:  # Keras 2 writes HDF5 by default where TF2 behaviour is off.
+            signatures = (_signatures(keras_model) if isinstance(keras_model.input, dict)
+                          else None)
+            keras_model.save(staged, save_format="tf", signatures=signatures)
         _write_marker(staged)
         if os.path.lexists(output):
             _remove(output)

@@ -4,13 +4,14 @@ What the package needs to know and TF 2.15 keeps private: the distribute coordin
 worker context, Slurm's host-list syntax, which variables are mirrored, where a worker
 stands in a multi-worker strategy, and which cross-device ops a strategy reduces with
 (the benchmarks report it). Each is read here and nowhere else, as is the coordination
-service's barrier (a wait that changes nothing).
+service's barrier (a wait that changes nothing) and eager execution for a block of code
+in a program that turned it off.
 """
 from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ContextManager
 
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_coordinator_context
@@ -21,6 +22,12 @@ from tensorflow.python.eager import context
 
 if TYPE_CHECKING:
     import types
+
+
+def eager_mode() -> ContextManager[None]:
+    """Eager execution for the block under it (this thread), also where the program turned
+    it off (``tf.compat.v1.disable_v2_behavior()``); TensorFlow's own ``eager_mode``."""
+    return context.eager_mode()
 
 
 def current_worker_context() -> Any:

@@ -4,6 +4,7 @@ N Estimator steps, converted, then M Keras steps with the carried optimizer, aga
 Estimator steps from the same seed on the same batch.
 """
 import importlib
+import warnings
 
 import numpy as np
 import pytest
@@ -129,3 +130,36 @@ def test_a_dense_empty_string_in_a_crossed_raw_key_is_crossed_by_the_estimator_o
     blank = (FEATURES["color"] == "").any(axis=1)
     np.testing.assert_allclose(outputs[~blank], expected[~blank], atol=1e-5, rtol=0)
     assert (np.abs(outputs[blank] - expected[blank]) > 1e-3).all()
+
+
+def _cross_ids(column, features):
+    """The ids TensorFlow's feature column gives ``column`` for ``features``."""
+    from tensorflow.python.feature_column import feature_column_v2  # The column's own path.
+
+    cache = feature_column_v2.FeatureTransformationCache(features)
+    return tf.sparse.to_dense(column.get_sparse_tensors(cache, None).id_tensor).numpy()
+
+
+def test_a_raw_key_before_a_categorical_column_crosses_as_the_export_does():
+    """What docs/migration.md says: TensorFlow crosses a dense raw feature after the
+    sparse ids of a categorical column (dense input: arrays, ``numpy_input_fn``), a
+    parsed one (sparse: ``tf.Example``, the export's serving input) in the order given. The
+    Keras layers cross as the export does, and the conversion warns of such a column;
+    with the categorical column first both orders agree, and nothing is said."""
+    from estimator_dist.conversion import _column_layers, feature_columns
+
+    job = fc.categorical_column_with_vocabulary_list("job", ["cook", "pilot"],
+                                                     num_oov_buckets=1)
+    dense = {"city": tf.constant([["paris"], ["rome"], ["oslo"], ["paris"]]),
+             "job": tf.constant([["cook"], ["pilot"], ["cook"], ["baker"]])}
+    parsed = {"city": tf.sparse.from_dense(dense["city"]), "job": dense["job"]}
+    for keys, warned in ((["city", job], True), ([job, "city"], False)):
+        column = fc.crossed_column(keys, 20)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            spec = feature_columns.linear_spec(column)
+        assert [w.category for w in caught] == (
+            [feature_columns.CrossOrderWarning] if warned else []), caught
+        ours = _column_layers.categorical_ids(spec, dense)[0].numpy()
+        np.testing.assert_array_equal(ours, _cross_ids(column, parsed))
+        assert (ours != _cross_ids(column, dense)).any() == warned

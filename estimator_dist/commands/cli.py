@@ -16,11 +16,13 @@ waiting for peers); a closed stdout (``| head``) ends the command quietly.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import signal
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+import threading
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from estimator_dist.errors import EnvironmentFault, TaskEnd, UsageError, nearest_hint
 
@@ -56,14 +58,47 @@ positive_int = _int_at_least(1, "positive")
 non_negative_int = _int_at_least(0, "non-negative")
 
 
+_AGAIN_SECONDS = 0.01
+
+
 class Terminated(BaseException):
     """Raised by a command's SIGTERM handler; ``run`` ends the command in one line."""
 
 
-def raise_terminated(signum: int, frame: Any) -> NoReturn:
+def _raise_terminated(signum: int, frame: Any) -> NoReturn:
     """A SIGTERM handler that raises ``Terminated``."""
     del signum, frame  # Unused.
     raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """In the block SIGTERM raises ``Terminated`` in the main thread, for ``run`` to end
+    the command in one line.
+
+    Python runs the handler between any two bytecodes of the main thread, also inside a
+    weakref callback or a ``__del__`` (TensorFlow's caches drop entries that way), where
+    an exception only gets reported ("Exception ignored in ...") and the code goes on. Such
+    a ``Terminated`` is not reported: the signal is sent again ``_AGAIN_SECONDS`` later,
+    from a thread, to land outside (sent at once, it would land in the report itself).
+    """
+    previous_handler = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous_hook = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, Terminated):
+            again = threading.Timer(_AGAIN_SECONDS, os.kill, (os.getpid(), signal.SIGTERM))
+            again.daemon = True
+            again.start()
+        else:
+            previous_hook(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGTERM, previous_handler)
 
 
 def command_parser(name: str, description: str, subparsers: Any = None) -> argparse.ArgumentParser:

@@ -332,12 +332,8 @@ def _stop_deadline() -> ContextManager[stop_deadline.Deadline]:
 def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM outside the training steps (which preemption.PreemptionHook handles) ends
     # the run with one line.
-    previous = signal.signal(signal.SIGTERM, cli.raise_terminated)
-    try:
-        with _stop_deadline() as deadline:
-            command = functools.partial(train_command, deadline=deadline)
-            return cli.run(train_parser(), command, argv, interrupted_note=(
-                "the checkpoints saved so far are kept (run again with the same --model-dir "
-                "to resume)"))
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with cli.sigterm_raises(), _stop_deadline() as deadline:
+        command = functools.partial(train_command, deadline=deadline)
+        return cli.run(train_parser(), command, argv, interrupted_note=(
+            "the checkpoints saved so far are kept (run again with the same --model-dir "
+            "to resume)"))

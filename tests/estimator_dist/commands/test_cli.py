@@ -3,8 +3,11 @@ and one way to end its process, the same for ``python -m`` and the console scrip
 import argparse
 import ast
 import os
+import signal
 import subprocess
 import sys
+import time
+import weakref
 
 import pytest
 
@@ -58,6 +61,35 @@ def test_run_sigint_one_line_with_note_exit_130(capsys):
 def test_run_sigterm_one_line_exit_143(capsys):
     code, err = _run(cli.Terminated(), capsys)
     assert (code, err) == (143, "python -m estimator_dist.demo: interrupted by SIGTERM\n")
+
+
+class _Cached:
+    """An object whose weakref callback runs a while, as TensorFlow's caches' do."""
+
+
+def test_sigterm_inside_a_weakref_callback_raises_after_it(capsys):
+    """SIGTERM landing in a weakref callback, where Python only reports an exception and
+    goes on after the callback, still raises ``Terminated``, outside the callback and
+    without a report; outside the block SIGTERM is the previous handler's again."""
+    ran = []
+
+    def callback(reference):
+        del reference  # Unused.
+        os.kill(os.getpid(), signal.SIGTERM)  # The handler runs at the next line.
+        ran.append("callback went on")
+
+    cached = _Cached()
+    reference = weakref.ref(cached, callback)
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(cli.Terminated):
+        with cli.sigterm_raises():
+            del cached
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                pass
+    assert reference() is None and not ran
+    assert capsys.readouterr().err == ""
+    assert signal.getsignal(signal.SIGTERM) is previous
 
 
 def test_run_task_end_one_line_its_exit_code(capsys):

@@ -238,6 +238,28 @@ class DenseColumn(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
+class SharedEmbeddingColumns(keras.layers.Layer):
+    """The columns of a DNN's input layer that read one shared embedding table; called on
+    the features, gives each column's output in the order of ``specs``."""
+
+    def __init__(self, specs: list[Spec], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.specs = specs
+        self.table = self.add_weight(
+            name="embedding_weights", initializer="zeros",
+            shape=(specs[0]["categorical"]["num_buckets"], specs[0]["dimension"]))
+
+    def call(self, features: dict[str, Any]) -> list[tf.Tensor]:
+        table = tf.convert_to_tensor(self.table)
+        return [tf.reshape(combine(table, spec["categorical"], features, spec["combiner"],
+                                   spec["max_norm"]), [-1, spec["dimension"]])
+                for spec in self.specs]
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "specs": self.specs}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
 class LinearColumn(keras.layers.Layer):
     """One feature column's part of a linear model's logits."""
 

@@ -34,8 +34,8 @@ from estimator_dist.errors import UsageError
 if TYPE_CHECKING:
     import numpy as np
 
-# A converted model → the parsing spec of its Estimator's feature columns
-# (``tf.feature_column.make_parse_example_spec``), for ``example_signatures``.
+# A converted model → the parsing spec of its Estimator's feature columns (``_parsing_spec``),
+# for ``example_signatures``.
 _PARSING_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # A converted model → its weights' checkpoint variables (by the weight's id), for
 # ``optimizer``.
@@ -134,10 +134,34 @@ class _Builder:
         self.weights[layer.name] = names
         return layer(*args)
 
+    def shared_tables(self, specs: list[Spec]) -> dict[str, Any]:
+        """Each shared embedding column's output (by name), one layer a shared table."""
+        outputs: dict[str, Any] = {}
+        for table in sorted({s["table"] for s in specs if s["kind"] == "shared_embedding"}):
+            group = [s for s in specs if s.get("table") == table]
+            features = {k: v for s in group for k, v in self.features(s).items()}
+            layer = self.layers.SharedEmbeddingColumns(group, name=f"dnn_{table}")
+            outputs.update(zip((s["name"] for s in group),
+                               self.layer(layer, [self._shared_table(table)], features)))
+        return outputs
+
+    def _shared_table(self, table: str) -> str:
+        """The checkpoint's variable of shared table ``table``: where a V1 Estimator keeps
+        V1 columns' table, V2 columns' table, and where a V2 Estimator keeps that."""
+        scope = "dnn/input_from_feature_columns"
+        candidates = [f"{scope}/input_layer/{table}/embedding_weights", f"{scope}/{table}",
+                      table]
+        names = set(self.checkpoint.names())
+        return next((c for c in candidates if c in names), candidates[0])
+
     def dnn_logits(self, specs: list[Spec], arguments: dict[str, Any], units: int) -> Any:
         scope = "dnn/input_from_feature_columns/input_layer"
+        shared = self.shared_tables(specs)
         parts = []
         for spec in specs:
+            if spec["name"] in shared:
+                parts.append(shared[spec["name"]])
+                continue
             layer = self.layers.DenseColumn(spec, name=f"dnn_{spec['name']}")
             names = ([f"{scope}/{spec['name']}/embedding_weights"]
                      if spec["kind"] == "embedding" else [])
@@ -271,11 +295,21 @@ def to_keras(estimator: Any, checkpoint: str) -> Any:
         model.get_layer(layer_name).set_weights([builder.checkpoint[n] for n in names])
     _SOURCES[model] = {id(weight): name for layer_name, names in builder.weights.items()
                        for weight, name in zip(model.get_layer(layer_name).weights, names)}
-    import tensorflow as tf  # Late: loads TensorFlow.
-
-    _PARSING_SPECS[model] = tf.feature_column.make_parse_example_spec(
+    _PARSING_SPECS[model] = _parsing_spec(
         list(arguments["feature_columns"]) + list(arguments["linear_feature_columns"]))
     return model
+
+
+def _parsing_spec(columns: list[Any]) -> dict[str, Any]:
+    """The columns' ``tf.Example`` parsing spec: TensorFlow's V2 function refuses V1
+    columns (``tf.compat.v1.feature_column``'s shared embeddings), its V1 one V2 shared
+    embeddings."""
+    import tensorflow as tf  # Late: loads TensorFlow.
+
+    try:
+        return dict(tf.feature_column.make_parse_example_spec(columns))
+    except ValueError:  # A V1 column.
+        return dict(tf.compat.v1.feature_column.make_parse_example_spec(columns))
 
 
 def _parsed(model: Any, spec: dict[str, Any], examples: Any) -> dict[str, Any]:
@@ -359,6 +393,7 @@ def _row_updated(model: Any) -> list[str]:
 
     return [layer.name for layer in model.layers
             if isinstance(layer, _column_layers.DenseColumn) and layer.table is not None
+            or isinstance(layer, _column_layers.SharedEmbeddingColumns)
             or isinstance(layer, _column_layers.LinearColumn)
             and layer.spec["kind"] != "numeric"]
 

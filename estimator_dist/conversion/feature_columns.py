@@ -12,7 +12,7 @@ refused with ``InexpressibleColumn`` naming it: nothing approximate is built.
 Kinds (docs/migration.md, "Canned estimators", has each column's Keras side): ``numeric``,
 ``bucketized``, ``vocabulary`` (list and file), ``hash``, ``identity``, ``weighted``,
 ``crossed`` (leaves: categorical specs or ``raw`` feature keys), ``embedding``,
-``indicator``.
+``shared_embedding`` (an embedding naming the ``table`` it shares), ``indicator``.
 """
 from __future__ import annotations
 
@@ -162,8 +162,17 @@ def _embedding(column: Any) -> Spec:
     if column.combiner not in ("sum", "mean", "sqrtn"):
         raise _refuse(column, "combiner", column.combiner)
     return {"kind": "embedding", "categorical": categorical_spec(column.categorical_column),
-            "dimension": int(column.dimension), "combiner": column.combiner,
+            "dimension": int(getattr(column, "dimension", None) or column.variable_shape[-1]),
+            "combiner": column.combiner,
             "max_norm": None if column.max_norm is None else float(column.max_norm)}
+
+
+def _shared_embedding(column: Any) -> Spec:
+    """An embedding column whose table (``"table"``: its name) others read too."""
+    from estimator_dist.mends import internals  # Late: loads TensorFlow.
+
+    return {**_embedding(column), "kind": "shared_embedding",
+            "table": internals.shared_embedding_name(column)}
 
 
 def _indicator(column: Any) -> Spec:
@@ -183,6 +192,7 @@ _DENSE: dict[str, Callable[[Any], Spec]] = {
     "NumericColumn": _numeric,
     "BucketizedColumn": _bucketized,
     "EmbeddingColumn": _embedding,
+    "SharedEmbeddingColumn": _shared_embedding,
     "IndicatorColumn": _indicator,
 }
 

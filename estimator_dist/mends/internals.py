@@ -150,3 +150,12 @@ def canned_estimator_arguments(estimator: Any) -> dict[str, Any]:
     head = arguments.get("head")
     arguments["label_vocabulary"] = getattr(head, "_label_vocabulary", None)
     return arguments
+
+
+def shared_embedding_name(column: Any) -> str:
+    """The name of the table a shared embedding column (``tf.feature_column.shared_embeddings``
+    or V1's ``shared_embedding_columns``) reads: its creator's, or V1's collection name."""
+    creator = getattr(column, "shared_embedding_column_creator", None)
+    if creator is not None:
+        return str(creator._name)
+    return str(column.shared_embedding_collection_name)

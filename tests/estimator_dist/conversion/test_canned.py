@@ -146,16 +146,6 @@ def test_check_refuses_another_activation():
         canned.check(estimator)
 
 
-def test_check_refuses_shared_embeddings():
-    with tf.Graph().as_default():  # TensorFlow builds shared embeddings in a graph only.
-        columns = tf.feature_column.shared_embeddings(
-            [tf.feature_column.categorical_column_with_identity(k, 3) for k in ("a", "b")], 2)
-    estimator = tf.estimator.DNNRegressor([2], columns)
-    with pytest.raises(InexpressibleColumn, match=r"'a_shared_embedding'.*Received: "
-                                                  r"SharedEmbeddingColumn"):
-        canned.check(estimator)
-
-
 def test_to_keras_refuses_an_estimator_of_a_model_fn():
     estimator = tf.estimator.Estimator(lambda features, labels, mode: None)
     with pytest.raises(UsageError, match="estimator must be a model dir or one of the "

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_dist
-from estimator_dist.conversion import canned
+from estimator_dist.conversion import canned, keras_conversion
 from estimator_dist.errors import UsageError
 from estimator_dist.mends import releases
 from tests.estimator_dist.conversion.canned_programs import FEATURES, LABELS
@@ -163,3 +163,36 @@ def test_a_raw_key_before_a_categorical_column_crosses_as_the_export_does():
         ours = _column_layers.categorical_ids(spec, dense)[0].numpy()
         np.testing.assert_array_equal(ours, _cross_ids(column, parsed))
         assert (ours != _cross_ids(column, dense)).any() == warned
+
+
+def _shared_columns(kind):
+    """Embeddings of "city" and "color" sharing one table: V1's ``shared_embedding_columns``
+    or V2's ``shared_embeddings``, built in a graph as TensorFlow requires."""
+    v1 = tf.compat.v1.feature_column
+    make = v1.shared_embedding_columns if kind == "v1" else tf.feature_column.shared_embeddings
+    with tf.Graph().as_default():
+        return make([v1.categorical_column_with_hash_bucket(key, 5) for key in ("city", "color")],
+                    3, combiner="sqrtn")
+
+
+@pytest.mark.parametrize("columns,estimator", [("v1", "v1"), ("v2", "v1"), ("v2", "v2")])
+def test_shared_embeddings_convert_as_the_estimator_predicts(columns, estimator, tmp_path):
+    """Each layout of a shared table in the checkpoint: V1 columns in a V1 DNN, V2 columns
+    in a V1 DNN, V2 columns in a V2 DNN (which does not train the table)."""
+    build = tf.compat.v1.estimator.DNNRegressor if estimator == "v1" else tf.estimator.DNNRegressor
+    model = build([4], _shared_columns(columns) + [fc.numeric_column("age")],
+                  model_dir=str(tmp_path), config=tf.estimator.RunConfig(tf_random_seed=3))
+    model.train(_data, steps=_STEPS)
+    slots = [n for n, _ in tf.train.list_variables(model.model_dir)
+             if "shared_embedding" in n and "Adagrad" in n]
+    assert bool(slots) == (estimator == "v1"), slots  # TensorFlow's V2 DNN's own choice.
+    expected = next(model.predict(lambda: tf.data.Dataset.from_tensors(FEATURES),
+                                  yield_single_examples=False))["predictions"]
+    keras_model = estimator_dist.to_keras(model)
+    assert "dnn_city_color_shared_embedding" in [layer.name for layer in keras_model.layers]
+    outputs = np.asarray(keras_model({k: FEATURES[k] for k in keras_model.input})["predictions"])
+    np.testing.assert_allclose(outputs, expected, atol=1e-5, rtol=0)
+    saved = keras_conversion.save(keras_model, tmp_path / "keras")  # With its parsing spec.
+    served = tf.saved_model.load(saved).signatures["features"](
+        **{k: tf.constant(FEATURES[k]) for k in keras_model.input})
+    np.testing.assert_allclose(served["predictions"].numpy(), expected, atol=1e-5, rtol=0)

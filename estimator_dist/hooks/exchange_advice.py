@@ -16,8 +16,8 @@ has ``TRACES``, splits each traced step's time into the time some collective was
 (the exchange, waits for peers included) and the time only other ops ran (the compute),
 times the untraced
 steps between them, and with the medians prints ``advice_line`` to stderr when the
-exchange costs more than it saves. At most once a process; other steps cost a clock
-read.
+exchange costs more than it saves. Only the process's first training traces (see
+``_BEGUN``), so it says it at most once; other steps cost a clock read.
 """
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ TRACES = 3
 TRACE_EVERY_STEPS = 5
 
 _SAID = threading.Event()  # Set once the process has said it (or would never say it).
+# Set by the process's first training: only it traces (a full trace of a step of a later
+# multi-worker strategy's training crashed TensorFlow 2.15 in TF2 behaviour, where each
+# strategy re-creates the process's collective executors).
+_BEGUN = threading.Event()
 
 
 def intervals_length(intervals: Iterable[tuple[int, int]]) -> int:
@@ -99,6 +103,9 @@ class ExchangeAdviceHook(tf.compat.v1.train.SessionRunHook):
         self._periods: list[float] = []  # Untraced steps' wall times, in ms.
 
     def begin(self) -> None:
+        if _BEGUN.is_set():  # Not the process's first training: it traces nothing.
+            return
+        _BEGUN.set()
         graph = tf.compat.v1.get_default_graph()
         self._collectives = {op.name for op in graph.get_operations()
                              if op.type.startswith("Collective")}

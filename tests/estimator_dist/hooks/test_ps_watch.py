@@ -269,6 +269,9 @@ def test_ps_sigterm_stops_chief_and_worker_after_their_step_the_chief_saving_it(
     assert ("ps_watch: chief 0 stops training after this step and saves it: ps 0 got SIGTERM "
             "(the variables live there)") in logs["chief"]
     step, saved = _STOPPED.search(logs["chief"]).groups()
-    assert int(step) > before and checkpoint_step.newest_step(model_dir) == int(step)
+    # The worker's step in flight may end after the chief's save (asynchronous: 3044 saved,
+    # then Estimator's closing save at 3045 in one run): never more than that one.
+    newest = checkpoint_step.newest_step(model_dir)
+    assert before < int(step) <= newest <= int(step) + 1
     assert saved == f"saved checkpoint {os.path.join(model_dir, f'model.ckpt-{step}')}"
     assert "SIGTERM: stopped serving variables" in logs["ps"]

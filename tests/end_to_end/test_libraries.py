@@ -101,15 +101,22 @@ def _check_refusals(library, outcomes, tasks, log):
                             rf"from {function} \(\S*{path}:\d+\)", text), text
 
 
-def _check_deepctr(result, strategy):
-    del strategy  # Every strategy trains the same steps.
+def _check_deepctr(result, strategy, task):
+    """Every strategy trains the same steps. A non-chief worker evaluates the newest
+    checkpoint when it gets there, which may precede the chief's last (docs/legacy.md):
+    one that evaluated before the chief saved step 10 read step 0 in one run on 2.21."""
+    del strategy  # Unused.
     for kind, step in (("tfrecord", 10), ("pandas", 20)):
         metrics = result[kind]
-        assert metrics["global_step"] == step
+        if task in ("", "worker 0"):
+            assert metrics["global_step"] == step
+        else:
+            assert 0 <= metrics["global_step"] <= step
         assert math.isfinite(metrics["LogLoss"]) and 0 <= metrics["AUC"] <= 1
 
 
-def _check_ranking(result, strategy):
+def _check_ranking(result, strategy, task):
+    del task  # Every task reports the final step it trained to.
     assert result["final_step"] == 20
     if strategy != "multi_worker":  # Evaluation and export run in an evaluator task there.
         assert math.isfinite(result["loss"]) and result["exports"] >= 1
@@ -135,4 +142,4 @@ def test_library_example_trains(library, strategy, library_env, tmp_path):
     for task in tasks:
         text = outcomes.get((task, f"RESULT {library}"))
         assert text, f"no result from {task or 'the process'}:\n{log}"
-        _CHECKS[library](json.loads(text), strategy)
+        _CHECKS[library](json.loads(text), strategy, task)

@@ -108,7 +108,6 @@ def test_wait_for_peers_missing_peer_fails_in_time_with_progress(monkeypatch):
     assert f"rendezvous: waiting for worker 1 at 127.0.0.1:{missing}, " in stream.getvalue()
 
 
-@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 def test_train_cli_missing_worker_exits_within_timeout_naming_it(model_dir):
@@ -142,7 +141,6 @@ def test_train_cli_unformable_cluster_one_line_at_once(model_dir, addresses, mes
     assert re.search(message, result.stderr)
 
 
-@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 def test_train_cli_sigterm_ends_waiting_worker(model_dir):
@@ -262,7 +260,6 @@ def test_train_cli_parameter_server_missing_ps_exits_naming_it(model_dir):
     assert f"could not reach ps 0 at 127.0.0.1:{ps}" in result.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 def test_train_cli_peer_port_held_by_other_program_exits_within_bound(model_dir):

@@ -49,6 +49,10 @@ def test_advice_line_only_when_the_exchange_outweighs_the_saved_compute(
         assert "parameter_server" in line and "one process" in line
 
 
+# Alone: the advice weighs measured times, and on a loaded machine the workers wait for
+# each other in the exchange (a CI run beside other cluster tests: 39 ms exchanging
+# against 15 ms computing, where alone it computes longer than it exchanges).
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.multi_process
 @pytest.mark.both_ends

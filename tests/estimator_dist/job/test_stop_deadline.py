@@ -33,10 +33,12 @@ def _stand_in(spec, task_type, index):
     return socket.create_server(("127.0.0.1", int(spec[task_type][index].rsplit(":", 1)[1])))
 
 
-def _start_cluster(tmp_path, strategy, workers, ps, evaluator, running, stand_ins):
+def _start_cluster(tmp_path, strategy, workers, ps, evaluator, running, stand_ins,
+                   verbose=()):
     """Starts the ``running`` (task_type, index) tasks of a local cluster of the CLI's
-    dense model, and sockets for the ``stand_ins``; returns {(task_type, index): Popen},
-    the sockets and the model dir."""
+    dense model (the ``verbose`` ones with ``--verbose``: TensorFlow's INFO log kept), and
+    sockets for the ``stand_ins``; returns {(task_type, index): Popen}, the sockets and the
+    model dir."""
     model_dir = str(tmp_path / "model")
     spec, _ = cluster.local_cluster(free_ports(workers + ps), workers, num_ps=ps,
                                     evaluator=evaluator)
@@ -48,7 +50,8 @@ def _start_cluster(tmp_path, strategy, workers, ps, evaluator, running, stand_in
             tasks[(task_type, index)] = subprocess.Popen(
                 [sys.executable, "-m", "estimator_dist.train", "--strategy", strategy,
                  "--model-dir", model_dir, "--max-steps", "1000000", "--no-export",
-                 "--rendezvous-timeout", "300"],
+                 "--rendezvous-timeout", "300",
+                 *(["--verbose"] if (task_type, index) in verbose else [])],
                 env={**env, "TF_CONFIG": cluster.TFConfig(spec, task_type, index).to_json()},
                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
     return tasks, sockets, model_dir
@@ -58,9 +61,14 @@ _PS = ("parameter_server", 2, 1, True,
        [("chief", 0), ("worker", 0), ("ps", 0), ("evaluator", 0)], [])
 _MW = ("multi_worker", 2, 0, False, [("worker", 0), ("worker", 1)], [])
 _STOPPED = "SIGTERM: stopped training at step"
+# Logged once a task waits: by TensorFlow's session manager (INFO) for the chief's
+# variables; by the evaluator's loop (mend evaluator_end) for checkpoints to evaluate.
+_MODEL_NOT_READY = "Waiting for model to be ready."
+_NO_CHECKPOINT_YET = "evaluator: evaluating each new checkpoint in"
+_INFO_LINES = (_MODEL_NOT_READY,)  # Logged with --verbose only.
 _INTERRUPTED = "interrupted by SIGTERM"
-# Ready: "training" (the step-0 checkpoint exists, then 3 s more), a line of the task's
-# log, or seconds after the start.
+# Ready: "training" (the step-0 checkpoint exists, then 3 s more) or a line of the task's
+# log (for one of _INFO_LINES the task runs with --verbose).
 # (cluster, the task signalled, when it is ready for the signal, the log lines it may end
 # with)
 _CASES = {
@@ -82,23 +90,21 @@ _CASES = {
     "waiting_rendezvous": (_MW[:4] + ([("worker", 0)], []), ("worker", 0),
                            "rendezvous: waiting", ("rendezvous: stopped by SIGTERM",)),
     "waiting_ps_worker": (_PS[:4] + ([("worker", 0), ("ps", 0)], [("chief", 0)]),
-                          ("worker", 0), 40, (_INTERRUPTED,)),
-    "waiting_evaluator": (_PS[:4] + ([("evaluator", 0)], []), ("evaluator", 0), 25,
-                          (_INTERRUPTED,)),
+                          ("worker", 0), _MODEL_NOT_READY, (_INTERRUPTED,)),
+    "waiting_evaluator": (_PS[:4] + ([("evaluator", 0)], []), ("evaluator", 0),
+                          _NO_CHECKPOINT_YET, (_INTERRUPTED,)),
 }
 
 
-def _is_ready(ready, seconds, model_dir, log_path):
+def _is_ready(ready, model_dir, log_path):
     if ready == "training":
         return os.path.exists(os.path.join(model_dir, "model.ckpt-0.index"))
-    if isinstance(ready, int):
-        return seconds > ready
     return ready in log_path.read_text()
 
 
 def _wait_ready(ready, task, model_dir, log_path):
     started = time.monotonic()
-    while not _is_ready(ready, time.monotonic() - started, model_dir, log_path):
+    while not _is_ready(ready, model_dir, log_path):
         assert task.poll() is None, log_path.read_text()[-2000:]
         assert time.monotonic() - started < 240, "the task never got ready"
         time.sleep(0.5)
@@ -112,8 +118,9 @@ def _wait_ready(ready, task, model_dir, log_path):
 def test_sigterm_role_ends_within_bound(tmp_path, case):
     (strategy, workers, ps, evaluator, running, stand_ins), signalled, ready, ends = (
         _CASES[case])
-    tasks, sockets, model_dir = _start_cluster(tmp_path, strategy, workers, ps, evaluator,
-                                               running, stand_ins)
+    tasks, sockets, model_dir = _start_cluster(
+        tmp_path, strategy, workers, ps, evaluator, running, stand_ins,
+        verbose=[signalled] if ready in _INFO_LINES else [])
     log_path = tmp_path / f"{signalled[0]}{signalled[1]}.log"
     try:
         _wait_ready(ready, tasks[signalled], model_dir, log_path)

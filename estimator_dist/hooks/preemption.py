@@ -29,17 +29,20 @@ from any thread: a parameter server told to stop tells its trainers this way
 """
 from __future__ import annotations
 
+import re
 import signal
 import weakref
 from typing import Any, Iterable, Sequence, cast
 
 import tensorflow as tf
+from estimator_dist import checkpoint_step
 from estimator_dist.errors import check_positive_int
 from estimator_dist.mends import internals
 
 v1 = tf.compat.v1
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_STEP_SUFFIX = re.compile(r"-\d+$")  # A saver of the run names its checkpoints PREFIX-STEP.
 # The hooks whose session runs now, and a stop that came while none ran, for the next
 # session to start (``stop_training``).
 _RUNNING: weakref.WeakSet[PreemptionHook] = weakref.WeakSet()
@@ -53,8 +56,9 @@ class Preempted(Exception):
       signum: the signal received (by this process, or by another worker of the cluster:
         then ``signal.SIGTERM``).
       step: the global step training stopped at.
-      checkpoint: the path of the checkpoint saved at ``step``; None on a worker that does
-        not save checkpoints (only the chief does).
+      checkpoint: the path of the checkpoint saved at ``step`` (under parameter server
+        training, at a later step when another worker stepped meanwhile); None on a worker
+        that does not save checkpoints (only the chief does).
     """
 
     def __init__(self, signum: int, step: int,
@@ -65,10 +69,13 @@ class Preempted(Exception):
 
     @property
     def checkpoint(self) -> str | None:
-        for saver in self._savers:
-            if saver.last_checkpoints and saver.last_checkpoints[-1].endswith(f"-{self.step}"):
-                return saver.last_checkpoints[-1]
-        return None
+        # A synchronous strategy saves ``step`` itself. Under parameter server training an
+        # asynchronous worker may step the global step between the read of ``step`` and the
+        # close's save: the checkpoint then holds a later step, and the stop step's work.
+        saved = {path: checkpoint_step.step_of(path) for saver in self._savers
+                 for path in saver.last_checkpoints[-1:] if _STEP_SUFFIX.search(path)}
+        after_stop = [path for path, step in saved.items() if step >= self.step]
+        return max(after_stop, key=saved.__getitem__, default=None)
 
     def __str__(self) -> str:
         where = (f"saved checkpoint {self.checkpoint}" if self.checkpoint else

@@ -241,3 +241,22 @@ def test_preemption_hook_sync_every_runs_not_positive_raises():
     with pytest.raises(ValueError, match=r"sync_every_runs must be a positive int\. "
                                          r"Received: sync_every_runs=0"):
         PreemptionHook(sync_every_runs=0)
+
+
+class _Saver:
+    def __init__(self, *last_checkpoints):
+        self.last_checkpoints = list(last_checkpoints)
+
+
+@pytest.mark.parametrize("step,savers,named", [
+    (7, [_Saver("m/model.ckpt-3", "m/model.ckpt-7")], "m/model.ckpt-7"),
+    # Parameter server training: another worker stepped between the read and the save.
+    (7, [_Saver("m/model.ckpt-9")], "m/model.ckpt-9"),
+    (7, [_Saver("m/model.ckpt-3")], None),  # A periodic save before the stop is not it.
+    (7, [_Saver(), _Saver("m/other")], None),  # No save, or a user's saver without steps.
+], ids=["stop_step", "later_step", "earlier_step", "none"])
+def test_preempted_names_the_checkpoint_saved_at_or_after_its_step(step, savers, named):
+    preempted = preemption.Preempted(signal.SIGTERM, step, savers)
+    assert preempted.checkpoint == named
+    assert str(preempted).endswith(f"saved checkpoint {named}" if named else
+                                   "the chief saves the checkpoint")

@@ -7,8 +7,10 @@ median of the per-round ratios.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -161,8 +163,16 @@ def plain_mlp_model_fn(features: dict[str, Any], labels: Any, mode: str,
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
+def scratch_dir(prefix: str = "benchmark-") -> str:
+    """A fresh directory, removed when the process exits: a benchmark leaves no model dirs
+    behind (one that must keep them takes a directory of the user's)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def quiet_config(**kwargs: Any) -> Any:
     """A RunConfig in a fresh directory that writes as little as possible."""
     return estimator_dist.make_run_config(
-        model_dir=tempfile.mkdtemp(), save_checkpoints_secs=None, save_summary_steps=10**9,
+        model_dir=scratch_dir(), save_checkpoints_secs=None, save_summary_steps=10**9,
         log_step_count_steps=10**9, **kwargs)

@@ -26,7 +26,6 @@ import argparse
 import functools
 import os
 import sys
-import tempfile
 from typing import Any, Callable, Sequence
 
 import tensorflow as tf
@@ -37,6 +36,7 @@ tf.compat.v1.disable_v2_behavior()
 
 import numpy as np  # noqa: E402
 
+import _timing  # noqa: E402
 import estimator_dist  # noqa: E402
 import lstm_candidates  # noqa: E402
 from estimator_dist import precision  # noqa: E402
@@ -84,7 +84,7 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
 def _train(strategy: str, steps: int, mixed_precision: str | None = None,
            force_float16: bool = False, **kwargs: Any) -> tuple[float, set[str], str, Any]:
     """Trains the dense model_fn; returns (eval loss, matmul dtypes, model dir, config)."""
-    model_dir = tempfile.mkdtemp(prefix="gpu_check-")
+    model_dir = _timing.scratch_dir("gpu_check-")
     config = estimator_dist.make_run_config(strategy, model_dir=model_dir, tf_random_seed=1,
                                             mixed_precision=mixed_precision, **kwargs)
     if force_float16:  # --cpu: float16's loss scaling, without the GPU rewrite.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from typing import Any, Sequence
 
@@ -31,7 +30,7 @@ DIM, UNITS, CLASSES = 32, 128, 2
 
 
 def _package_signature() -> Any:
-    model_dir = tempfile.mkdtemp()
+    model_dir = _timing.scratch_dir()
     params = {"num_units": UNITS, "num_classes": CLASSES, "learning_rate": 1e-3}
     estimator = tf.estimator.Estimator(
         lstm_model_fn, params=params,
@@ -58,7 +57,7 @@ def _keras_signature() -> Any:
         logits, c, h = model([x, state_c, state_h])
         return {"logits": logits, "state_c": c, "state_h": h}
 
-    path = tempfile.mkdtemp()
+    path = _timing.scratch_dir()
     tf.saved_model.save(model, path, signatures=serve)
     return tf.saved_model.load(path).signatures["serving_default"]
 

@@ -47,7 +47,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any, Callable, Mapping, Sequence, Union
 
@@ -144,7 +143,8 @@ def _package_config(kind: str, spec: dict[str, Any]) -> Any:
 
 
 def _quiet() -> dict[str, Any]:
-    return {"model_dir": tempfile.mkdtemp(), "save_checkpoints_secs": None,
+    import _timing
+    return {"model_dir": _timing.scratch_dir(), "save_checkpoints_secs": None,
             "save_checkpoints_steps": None, "save_summary_steps": None,
             "log_step_count_steps": 10**9}
 

@@ -1,10 +1,29 @@
-"""Every benchmark script runs end to end at tiny sizes (no timings are asserted)."""
+"""Every benchmark script runs end to end at tiny sizes (no timings are asserted), and
+leaves nothing in the temporary directory."""
+import functools
 import json
+import os
 import re
 
 import pytest
 
+from tests.support import run_python
+
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def python_run(tmp_path):
+    """``run_python`` with the benchmark's temporary directory (``TMPDIR``) one of the
+    test's, empty again once the benchmark has ended."""
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    yield functools.partial(run_python, env={"TMPDIR": str(scratch)})
+    # TensorFlow's autograph removes its generated files as its process exits, so the
+    # tasks a benchmark ends with a signal leave theirs.
+    left = [name for name in os.listdir(scratch)
+            if not name.startswith("__autograph_generated_file")]
+    assert not left, f"left in the temporary directory: {left}"
 
 
 def _run(python_run, script, *args):

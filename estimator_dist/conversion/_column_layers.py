@@ -13,10 +13,13 @@ Estimator's:
   ``all_class_ids``, ``all_classes`` (and ``logistic`` for two classes), as the
   Estimator's head predicts them.
 
-Raw features are [batch] or [batch, k] tensors. As ``tf.feature_column`` does for dense
-input, a categorical column drops the empty string (and -1 of an integer feature) before
-it looks values up; so does a crossed column's raw key, as an Estimator export parsing
-``tf.Example`` strings sees no value where the features had none. An id is
+Raw features are [batch] or [batch, k] tensors, or, for a categorical column's feature,
+``tf.SparseTensor`` or ``tf.RaggedTensor`` (a ``tf.Example``'s variable-length feature,
+a multivalent input). As ``tf.feature_column`` does for dense input, a categorical column
+drops the empty string (and -1 of an integer feature) before it looks values up; so does
+a crossed column's raw key, as an Estimator export parsing ``tf.Example`` strings sees no
+value where the features had none. A sparse or ragged feature's values are all taken, as
+``tf.feature_column`` takes a ``tf.SparseTensor``'s. An id is
 "present" where a value was given and "valid" where it is also in range (a vocabulary's
 ``default_value=-1``): embeddings and linear weights combine the valid ids (and, but for
 the ``sum`` combiner, only weights above 0), crosses hash every present id. Registered
@@ -46,9 +49,29 @@ def _as_2d(value: Any) -> tf.Tensor:
     return tf.reshape(value, [tf.shape(value)[0], -1])
 
 
-def _feature(features: dict[str, Any], key: str, dtype: str) -> tf.Tensor:
-    value = _as_2d(features[key])
+def _multivalent(value: Any) -> bool:
+    return isinstance(value, (tf.SparseTensor, tf.RaggedTensor))
+
+
+def _padded(value: tf.SparseTensor | tf.RaggedTensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(values, given), each [batch, k]: a sparse or ragged feature padded (with '', 0),
+    and where it holds a value."""
+    if isinstance(value, tf.RaggedTensor):
+        value = value.to_sparse()
+    if value.shape.rank != 2:
+        value = tf.sparse.reshape(value, tf.stack([value.dense_shape[0], -1]))
+    given = tf.SparseTensor(value.indices, tf.ones_like(value.values, dtype=tf.bool),
+                            value.dense_shape)
+    return tf.sparse.to_dense(value), tf.sparse.to_dense(given, default_value=False)
+
+
+def _typed(value: tf.Tensor, dtype: str) -> tf.Tensor:
     return value if value.dtype == tf.string else tf.cast(value, dtype)
+
+
+def _feature(features: dict[str, Any], key: str, dtype: str) -> tf.Tensor:
+    value = features[key]
+    return _typed(_padded(value)[0] if _multivalent(value) else _as_2d(value), dtype)
 
 
 def _numeric(spec: Spec, features: dict[str, Any]) -> tf.Tensor:
@@ -67,8 +90,14 @@ def _hashed(values: tf.Tensor, buckets: int) -> tf.Tensor:
 
 
 def _given(spec: Spec, features: dict[str, Any]) -> tuple[tf.Tensor, tf.Tensor]:
-    """(values, present): the raw values and where they are not the ignored value."""
-    values = _feature(features, spec["key"], spec.get("dtype", "int64"))
+    """(values, present): the raw values and where they were given. As the Estimator
+    takes them: every value of a sparse (or ragged) feature, '' and -1 too; a dense
+    feature's values but the ignored one."""
+    dtype = spec.get("dtype", "int64")
+    if _multivalent(features[spec["key"]]):
+        values, given = _padded(features[spec["key"]])
+        return _typed(values, dtype), given
+    values = _feature(features, spec["key"], dtype)
     ignored = _IGNORED["string" if values.dtype == tf.string else "int64"]
     return values, tf.not_equal(values, ignored)
 

@@ -112,7 +112,9 @@ class _Builder:
         self.inputs: dict[str, Any] = {}
 
     def add_inputs(self, specs: list[Spec]) -> None:
-        """One input per raw feature: a numeric column's of its shape, others [batch, k]."""
+        """One input per raw feature: a numeric column's of its shape, others [batch, k],
+        dense or sparse (Keras 3 would fill a sparse value given to a dense input with 0,
+        a value of its own, where the columns must see none)."""
         dtypes: dict[str, str] = {}
         shapes: dict[str, tuple[int | None, ...]] = {}
         for spec in specs:
@@ -124,7 +126,7 @@ class _Builder:
         for key, dtype in sorted(dtypes.items()):
             dtype = "string" if dtype == "raw" else dtype
             self.inputs[key] = self.keras.Input(shape=shapes.get(key, (None,)), dtype=dtype,
-                                                name=key)
+                                                sparse=key not in shapes, name=key)
 
     def features(self, spec: Spec) -> dict[str, Any]:
         return {key: self.inputs[key] for key in sorted(feature_columns.raw_keys(spec))}
@@ -313,16 +315,11 @@ def _parsing_spec(columns: list[Any]) -> dict[str, Any]:
 
 
 def _parsed(model: Any, spec: dict[str, Any], examples: Any) -> dict[str, Any]:
-    """The model's raw features from serialized ``tf.Example`` strings: variable-length
-    features padded with the values the columns drop ('' or -1)."""
+    """The model's raw features from serialized ``tf.Example`` strings, variable-length
+    ones sparse, as the Estimator's export parses them."""
     import tensorflow as tf  # Late: loads TensorFlow.
 
-    features = {}
-    for key, value in tf.io.parse_example(examples, spec).items():
-        if isinstance(value, tf.SparseTensor):
-            padding = tf.constant("" if value.dtype == tf.string else -1, value.dtype)
-            value = tf.sparse.to_dense(value, default_value=padding)
-        features[key] = value
+    features = tf.io.parse_example(examples, spec)
     return {key: features[key] for key in model.input}
 
 

@@ -18,6 +18,7 @@ from estimator_dist.commands import migrate
 from estimator_dist.conversion import canned, feature_columns, keras_conversion
 from estimator_dist.conversion.feature_columns import InexpressibleColumn
 from estimator_dist.errors import UsageError
+from estimator_dist import mends
 from estimator_dist.mends import internals
 from tests.estimator_dist.conversion import canned_programs
 from tests.estimator_dist.conversion.canned_programs import FEATURES
@@ -45,9 +46,35 @@ def _input_fn(features, labels=None):
     return input_fn
 
 
+# The categorical features as a tf.Example's variable-length features come: rows of fewer
+# values, an empty row; what a row keeps of FEATURES' values includes '' and -1, which the
+# columns take from a sparse feature (and drop from a dense one).
+_ROW_LENGTHS = [2, 1, 2, 0, 1, 2, 2, 1]
+_MULTIVALENT = ("color", "city", "fruit", "slot", "tag", "tag_weight", "zip")
+
+
+def _multivalent(features, sparse):
+    """``features`` as tensors, the categorical ones ragged (or sparse)."""
+    given = {key: tf.constant(value) for key, value in features.items()}
+    for key in _MULTIVALENT:
+        values = features[key]
+        rows = [list(row[:length]) for row, length in zip(values, _ROW_LENGTHS)]
+        ragged = tf.ragged.constant(rows, dtype=tf.as_dtype(values.dtype)
+                                    if values.dtype.kind != "U" else tf.string)
+        given[key] = ragged.to_sparse() if sparse else ragged
+    return given
+
+
+def _predict(estimator, features):
+    """The Estimator's predictions of ``features()``, built in its input_fn."""
+    return next(estimator.predict(lambda: tf.data.Dataset.from_tensors(features()),
+                                  yield_single_examples=False))
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """name -> (model dir, the Estimator's predictions, the converted Keras model)."""
+def estimators(tmp_path_factory):
+    """name -> (the trained Estimator, its predictions of FEATURES, and of FEATURES with
+    the categorical ones sparse)."""
     root = tmp_path_factory.mktemp("canned")
     vocabulary = root / "fruits.txt"
     vocabulary.write_text("\n".join(canned_programs.FRUITS) + "\n")
@@ -55,11 +82,17 @@ def trained(tmp_path_factory):
     for name, build in canned_programs.BUILDERS.items():
         estimator = build(str(root / name), str(vocabulary))
         estimator.train(_input_fn(FEATURES, canned_programs.LABELS[name]), steps=5)
-        predictions = next(estimator.predict(_input_fn(FEATURES), yield_single_examples=False))
-        runs[name] = (estimator, predictions)
+        runs[name] = (estimator, _predict(estimator, lambda: FEATURES),
+                      _predict(estimator, lambda: _multivalent(FEATURES, sparse=True)))
     _export(runs["wide_and_deep"][0], root / "export")
+    return runs
+
+
+@pytest.fixture(scope="module")
+def trained(estimators):
+    """name -> (model dir, the Estimator's predictions, the converted Keras model)."""
     return {name: (estimator.model_dir, predictions, estimator_dist.to_keras(estimator))
-            for name, (estimator, predictions) in runs.items()}
+            for name, (estimator, predictions, _) in estimators.items()}
 
 
 def _export(estimator, export_dir):
@@ -98,6 +131,30 @@ def test_to_keras_predicts_as_the_estimator(trained, name):
     outputs = _outputs(model, FEATURES)
     assert set(outputs) == set(predictions)
     _check_equal(predictions, outputs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sparse", [True, False], ids=["sparse", "ragged"])
+@pytest.mark.parametrize("name", sorted(canned_programs.BUILDERS))
+def test_to_keras_takes_sparse_and_ragged_features_as_the_estimator(estimators, trained,
+                                                                     name, sparse):
+    _, dense_predictions, predictions = estimators[name]
+    _check_equal(predictions, _outputs(trained[name][2], _multivalent(FEATURES, sparse)))
+    if name == "wide_and_deep":  # The values the columns drop from dense features count.
+        assert np.abs(predictions["logits"] - dense_predictions["logits"]).max() > 1e-3
+
+
+@pytest.mark.slow
+def test_keras_3_refuses_features_that_mix_tensors_and_arrays(trained):
+    """What docs/migration.md says: call the model with tensors only (Keras 2 takes both)."""
+    _, predictions, model = trained["binary_linear_classifier"]
+    features = {"city": FEATURES["city"], "tag": tf.constant(FEATURES["tag"]),
+                "tag_weight": tf.constant(FEATURES["tag_weight"])}
+    if mends.tensorflow_release() == "2.15":
+        _check_equal(predictions, _outputs(model, features))
+        return
+    with pytest.raises(ValueError, match="you cannot mix tensors and non-tensors"):
+        model(features)
 
 
 @pytest.mark.slow
@@ -159,9 +216,10 @@ def test_linear_spec_refuses_an_embedding():
         feature_columns.linear_spec(tf.feature_column.embedding_column(city, 2))
 
 
-def _serialized_examples(features, missing):
-    """Base64 tf.Example strings of ``features``' rows, without the values columns drop
-    and without the features ``missing`` names for a row."""
+def _serialized_examples(features, missing, dropped=False):
+    """Base64 tf.Example strings of ``features``' rows, without the features ``missing``
+    names for a row, and without the values the columns drop from dense features ('' and
+    -1) unless ``dropped``: a tf.Example's are values the columns take."""
     examples = []
     for row in range(len(features["age"])):
         feature = {}
@@ -173,10 +231,11 @@ def _serialized_examples(features, missing):
                 feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
             elif values.dtype.kind == "i":
                 feature[key] = tf.train.Feature(
-                    int64_list=tf.train.Int64List(value=[v for v in values if v != -1]))
+                    int64_list=tf.train.Int64List(value=[v for v in values
+                                                         if dropped or v != -1]))
             else:
                 feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(
-                    value=[v.encode() for v in values if v]))
+                    value=[v.encode() for v in values if dropped or v]))
         example = tf.train.Example(features=tf.train.Features(feature=feature))
         examples.append(base64.b64encode(example.SerializeToString()).decode())
     return examples
@@ -189,8 +248,10 @@ def test_saved_model_serves_examples_as_the_estimator_export_in_a_plain_process(
     model_dir, predictions, model = trained["wide_and_deep"]
     output = keras_conversion.save(model, tmp_path / "keras")
     examples = tmp_path / "examples.json"
-    # The last example has no city: a hash bucket, an embedding and a cross without it.
-    examples.write_text(json.dumps(_serialized_examples(FEATURES, {7: ("city",)})))
+    # The eighth example has no city: a hash bucket, an embedding and a cross without it.
+    # The last eight keep '' and -1, which the export's parsing gives the columns.
+    examples.write_text(json.dumps(_serialized_examples(FEATURES, {7: ("city",)}) +
+                                   _serialized_examples(FEATURES, {}, dropped=True)))
     result = run_python(["tests/programs/serve_examples.py", str(examples), output,
                          _exported(model_dir)], timeout=240,
                         env={"ESTIMATOR_DIST_STARTUP_HOOK": "0"})  # TensorFlow alone.

@@ -285,6 +285,34 @@ def test_wide_and_deep_checkpoint_holds_the_slots_of_two_optimizers(trained):
         canned.optimizer(model, tf.train.latest_checkpoint(model_dir))
 
 
+# Of the last tests of the module fixture: fit changes the wide-and-deep model's weights.
+@pytest.mark.slow
+def test_keras_predict_and_fit_take_the_estimator_input_of_parsed_examples(estimators,
+                                                                           trained):
+    """A TFRecord pipeline's input as the Estimator took it: tf.Example strings parsed by
+    the columns' spec, variable-length features sparse, give the model's ``predict``
+    the Estimator's predictions and train it in ``fit``."""
+    estimator, _, predictions = estimators["wide_and_deep"]
+    model = trained["wide_and_deep"][2]
+    arguments = internals.canned_estimator_arguments(estimator)
+    spec = tf.feature_column.make_parse_example_spec(
+        list(arguments["linear_feature_columns"]) + list(arguments["dnn_feature_columns"]))
+    rows = {key: [row[:length] for row, length in zip(values, _ROW_LENGTHS)]
+            if key in _MULTIVALENT else values for key, values in FEATURES.items()}
+    serialized = [base64.b64decode(e) for e in _serialized_examples(rows, {}, dropped=True)]
+    features = tf.data.Dataset.from_tensor_slices(serialized).batch(4).map(
+        lambda examples: {key: value for key, value in
+                          tf.io.parse_example(examples, spec).items() if key in model.input})
+    outputs = model.predict(features, verbose=0)
+    _check_equal({key: predictions[key] for key in ("logits", "probabilities")},
+                 {key: outputs[key] for key in ("logits", "probabilities")})
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss={"logits": "mse"})
+    targets = features.map(lambda f: (f, {"logits": tf.zeros([tf.shape(f["age"])[0], 1])}))
+    before = model.evaluate(targets, verbose=0)
+    model.fit(targets, epochs=3, verbose=0)
+    assert model.evaluate(targets, verbose=0) < before
+
+
 # Last of the tests of the module fixture: fit changes the linear regressor's weights.
 @pytest.mark.slow
 def test_converted_model_trains_on_with_fit(trained):

@@ -216,10 +216,10 @@ def test_linear_spec_refuses_an_embedding():
         feature_columns.linear_spec(tf.feature_column.embedding_column(city, 2))
 
 
-def _serialized_examples(features, missing, dropped=False):
+def _serialized_examples(features, missing, keep_dropped=False):
     """Base64 tf.Example strings of ``features``' rows, without the features ``missing``
     names for a row, and without the values the columns drop from dense features ('' and
-    -1) unless ``dropped``: a tf.Example's are values the columns take."""
+    -1) unless ``keep_dropped``: a tf.Example's are values the columns take."""
     examples = []
     for row in range(len(features["age"])):
         feature = {}
@@ -232,10 +232,10 @@ def _serialized_examples(features, missing, dropped=False):
             elif values.dtype.kind == "i":
                 feature[key] = tf.train.Feature(
                     int64_list=tf.train.Int64List(value=[v for v in values
-                                                         if dropped or v != -1]))
+                                                         if keep_dropped or v != -1]))
             else:
                 feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(
-                    value=[v.encode() for v in values if dropped or v]))
+                    value=[v.encode() for v in values if keep_dropped or v]))
         example = tf.train.Example(features=tf.train.Features(feature=feature))
         examples.append(base64.b64encode(example.SerializeToString()).decode())
     return examples
@@ -251,7 +251,7 @@ def test_saved_model_serves_examples_as_the_estimator_export_in_a_plain_process(
     # The eighth example has no city: a hash bucket, an embedding and a cross without it.
     # The last eight keep '' and -1, which the export's parsing gives the columns.
     examples.write_text(json.dumps(_serialized_examples(FEATURES, {7: ("city",)}) +
-                                   _serialized_examples(FEATURES, {}, dropped=True)))
+                                   _serialized_examples(FEATURES, {}, keep_dropped=True)))
     result = run_python(["tests/programs/serve_examples.py", str(examples), output,
                          _exported(model_dir)], timeout=240,
                         env={"ESTIMATOR_DIST_STARTUP_HOOK": "0"})  # TensorFlow alone.
@@ -299,7 +299,7 @@ def test_keras_predict_and_fit_take_the_estimator_input_of_parsed_examples(estim
         list(arguments["linear_feature_columns"]) + list(arguments["dnn_feature_columns"]))
     rows = {key: [row[:length] for row, length in zip(values, _ROW_LENGTHS)]
             if key in _MULTIVALENT else values for key, values in FEATURES.items()}
-    serialized = [base64.b64decode(e) for e in _serialized_examples(rows, {}, dropped=True)]
+    serialized = [base64.b64decode(e) for e in _serialized_examples(rows, {}, keep_dropped=True)]
     features = tf.data.Dataset.from_tensor_slices(serialized).batch(4).map(
         lambda examples: {key: value for key, value in
                           tf.io.parse_example(examples, spec).items() if key in model.input})

@@ -8,7 +8,8 @@ command is one line on stderr, ``PROG: error: ...``, and exit code 2, with no tr
 an ``EnvironmentFault`` (the machine's fault, e.g. a full disk) is one line and exit code
 1; SIGINT (and SIGTERM where a command turns it into ``Terminated``) is one line and
 ``128 + signal``, as is a ``TaskEnd`` (a signal the library turned into one, e.g. while
-waiting for peers); a closed stdout (``| head``) ends the command quietly.
+waiting for peers) and an error raised while such a stop unwinds; a closed stdout
+(``| head``) ends the command quietly.
 
 ``python -m estimator_dist.NAME`` and the ``estimator-dist-NAME`` console script both call
 ``estimator_dist.NAME.script``, which ends the process through ``exit_with``.
@@ -22,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from estimator_dist.errors import EnvironmentFault, TaskEnd, UsageError, nearest_hint
@@ -124,16 +126,61 @@ def run(parser: argparse.ArgumentParser, command: Callable[[argparse.Namespace],
             raise
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 1 if isinstance(error, EnvironmentFault) else 2
-    except (KeyboardInterrupt, Terminated) as error:
-        name = "SIGTERM" if isinstance(error, Terminated) else "SIGINT"
-        note = f"; {interrupted_note}" if interrupted_note else ""
-        print(f"{parser.prog}: interrupted by {name}{note}", file=sys.stderr)
-        return 128 + signal.Signals[name]
-    except TaskEnd as end:
-        print(f"{parser.prog}: {end}", file=sys.stderr)
-        return end.exit_code
     except BrokenPipeError:
         return _reader_left()
+    except BaseException as error:
+        stop = _stop_behind(error)
+        if stop is None:
+            raise
+        _quiet_after_stop(error)
+        return _stopped(parser.prog, stop, interrupted_note)
+
+
+_STOPS = (KeyboardInterrupt, Terminated, TaskEnd)
+
+
+def _stop_behind(error: BaseException) -> BaseException | None:
+    """The stop (SIGINT, SIGTERM, a ``TaskEnd``) that ``error`` is or was raised while
+    unwinding, else None.
+
+    A signal lands between any two bytecodes: e.g. inside a context manager's
+    ``__enter__`` after its generator entered the scope, so the ``with`` never exits it and
+    an outer scope's exit finds the scopes out of order and raises its own error (TensorFlow's
+    ``Graph.device``: "Exiting device scope without proper scope nesting"). That error is
+    the stop's consequence; its ``__context__`` is the stop.
+    """
+    seen: BaseException | None = error
+    while seen is not None and not isinstance(seen, _STOPS):
+        seen = seen.__context__
+    return seen
+
+
+def _quiet_after_stop(error: BaseException) -> None:
+    """Finalizes the frames the stop behind ``error`` unwound, reporting nothing they
+    raise.
+
+    A context manager's generator that the stop left inside its scope closes when its
+    frame goes, and its ``finally`` may fail on the scopes unwound before it ("Exception
+    ignored in: <generator object Graph.device ...>", an ``IndexError``): news of nothing
+    but the stop. The command ends after its stop, so such reports stay quiet for the rest
+    of the process, also where a frame is in a cycle freed later.
+    """
+    sys.unraisablehook = lambda unraisable: None
+    seen: BaseException | None = error
+    while seen is not None:
+        traceback.clear_frames(seen.__traceback__)
+        seen = None if isinstance(seen, _STOPS) else seen.__context__
+
+
+def _stopped(prog: str, stop: BaseException, interrupted_note: str | None) -> int:
+    """Prints the stop's one line and returns its exit code."""
+    if isinstance(stop, TaskEnd):
+        print(f"{prog}: {stop}", file=sys.stderr)
+        return stop.exit_code
+    name = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
+    note = f"; {interrupted_note}" if interrupted_note else ""
+    print(f"{prog}: interrupted by {name}{note}", file=sys.stderr)
+    return 128 + signal.Signals[name]
 
 
 def _reader_left() -> int:

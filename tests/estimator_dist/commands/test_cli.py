@@ -2,6 +2,7 @@
 and one way to end its process, the same for ``python -m`` and the console script."""
 import argparse
 import ast
+import contextlib
 import os
 import signal
 import subprocess
@@ -97,6 +98,67 @@ def test_run_task_end_one_line_its_exit_code(capsys):
                      capsys)
     assert (code, err) == (143, "python -m estimator_dist.demo: rendezvous: stopped by "
                                 "SIGTERM while waiting for worker 1\n")
+
+
+@pytest.fixture
+def reports(monkeypatch):
+    """What Python reports as "Exception ignored in ..." during the test, as a list of
+    exceptions; ``sys.unraisablehook`` is the previous one's again after it."""
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda report: reported.append(report.exc_value))
+    return reported
+
+
+@pytest.mark.parametrize("stop, code", [(cli.Terminated(), 143), (KeyboardInterrupt(), 130),
+                                        (TaskEnd("stopped by SIGTERM", 143), 143)])
+def test_run_error_raised_while_a_stop_unwinds_is_the_stop(stop, code, capsys, reports):
+    """A scope's exit failing on the scopes a signal left out of order (TensorFlow's
+    "Exiting device scope without proper scope nesting") ends as the signal did."""
+    try:
+        try:
+            raise stop
+        finally:
+            raise RuntimeError("Exiting device scope without proper scope nesting.")
+    except RuntimeError as error:
+        unwinding = error
+    assert _run(unwinding, capsys) == _run(stop, capsys)
+    assert _run(stop, capsys)[0] == code and not reports
+
+
+def test_run_raises_an_error_no_stop_is_behind():
+    with pytest.raises(RuntimeError, match="nesting"):
+        _run(RuntimeError("Exiting device scope without proper scope nesting."), None)
+
+
+_scopes = []
+
+
+@contextlib.contextmanager
+def _scope():
+    """A scope as TensorFlow's ``Graph.device``: its exit checks the stack it pushed on."""
+    _scopes.append("device")
+    try:
+        yield
+    finally:
+        _scopes.pop()  # IndexError once the stack is gone.
+
+
+def test_scope_a_stop_left_open_reports_nothing_when_its_frame_goes(capsys, reports):
+    """SIGTERM landing in ``__enter__`` after the generator entered its scope: the ``with``
+    never exits it, and the generator closes when its frame goes, after the scopes under it
+    were unwound. Its ``IndexError`` ("Exception ignored in ...") is the signal's doing:
+    the command's one line stays the only one."""
+    def command(args):
+        del args  # Unused.
+        scope = _scope()
+        scope.__enter__()
+        _scopes.clear()
+        raise cli.Terminated()
+
+    code = cli.run(cli.command_parser("demo", "A demo."), command, [])
+    assert (code, capsys.readouterr().err) == (
+        143, "python -m estimator_dist.demo: interrupted by SIGTERM\n")
+    assert not reports and not _scopes
 
 
 def _console_scripts():

@@ -17,8 +17,8 @@ On a machine with GPUs it checks:
 
 With no GPU it says so and exits 0. ``--cpu`` runs the same checks on CPU devices
 instead, as far as a CPU goes (mirrored over 2 logical CPUs, the LSTM on ``/cpu:0``,
-float16's loss scaling without the rewrite, bfloat16 through the oneDNN rewrite): it
-proves the script, not the GPU.
+float16's loss scaling without the rewrite, bfloat16 through the oneDNN rewrite, or its
+refusal on a CPU without bfloat16 units): it proves the script, not the GPU.
 """
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def check_bfloat16_refused(gpus: Sequence[Any]) -> tuple[bool, str]:
         precision.check_device("bfloat16", gpus=gpus)
     except estimator_dist.UsageError as error:
         return True, f"refused: {str(error).split('. Received')[0]}"
-    return True, "accepted on this machine (no GPU visible)"
+    return False, "accepted: this machine was expected to refuse it"
 
 
 def _checks(args: argparse.Namespace,
@@ -165,8 +165,10 @@ def _checks(args: argparse.Namespace,
         "mirrored": lambda: check_mirrored(devices, args.steps),
         "LSTM kernel vs dynamic_rnn": lambda: check_lstm(device),
         "mixed float16": lambda: check_precision("float16", args.steps, args.cpu)}
-    if args.cpu:
+    if args.cpu and precision.bf16_cpu_features():
         checks["mixed bfloat16 (CPU)"] = lambda: check_precision("bfloat16", args.steps, True)
+    elif args.cpu:  # No bfloat16 units: the refusal is what this CPU must give.
+        checks["mixed bfloat16 (CPU)"] = lambda: check_bfloat16_refused([])
     else:
         checks["mixed bfloat16"] = lambda: check_bfloat16_refused(gpus)
     checks["cuDNN LSTM path"] = lambda: (True, "not built (designed in docs/models.md)")

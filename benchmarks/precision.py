@@ -13,7 +13,9 @@ the model_fn changes. The models:
 
 Each round also measures the 2048³ matmul in float32 (sgemm) and bfloat16: the ceilings
 of the same run. Rates are steady state (after the first Session.run); the report gives
-medians and the median of the per-round ratios to float32.
+medians and the median of the per-round ratios to float32. On a CPU without bfloat16
+units, where ``make_run_config`` refuses mixed bfloat16, it measures the two ceilings
+only.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from typing import Any, Callable
 import tensorflow as tf
 
 import _timing
+from estimator_dist import precision
 from model_fns import dense_classifier_model_fn, lstm_model_fn
 
 # model_fn, params, input shape (per example), batch.
@@ -82,6 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (smoke test)")
     args = parser.parse_args(argv)
     _timing.print_header()
+    if not precision.bf16_cpu_features():
+        _ceilings_only(args.rounds)
+        return
     models = _models(args.tiny)
     groups = {name: _systems(name, models[name], args.steps) for name in args.models}
     rates: dict[str, list[float]] = {name: [] for systems in groups.values() for name in systems}
@@ -98,6 +104,25 @@ def main(argv: list[str] | None = None) -> None:
     for name, systems in groups.items():
         print(f"{name}, {args.steps} steps per round:")
         _timing.report({n: rates[n] for n in systems}, baseline=f"{name} float32")
+    _print_ceilings(ceilings)
+
+
+def _ceilings_only(rounds: int) -> None:
+    """On a CPU without bfloat16 units, where ``make_run_config`` refuses mixed bfloat16:
+    the matmul ceilings that show why."""
+    print("no bfloat16 units on this CPU (neither avx512_bf16 nor amx_bf16): "
+          "mixed_precision='bfloat16' is refused here; the matmul ceilings say why", flush=True)
+    ceilings: dict[str, list[float]] = {"float32": [], "bfloat16": []}
+    for _ in range(rounds):
+        for dtype, values in ceilings.items():
+            values.append(_timing.matmul_gflops(tf.as_dtype(dtype), repeats=2))
+    _print_ceilings(ceilings)
+    ratios = [b / f for f, b in zip(ceilings["float32"], ceilings["bfloat16"])]
+    print(f"  bfloat16 / float32: median x{statistics.median(ratios):.2f} of the per-round "
+          "ratios", flush=True)
+
+
+def _print_ceilings(ceilings: dict[str, list[float]]) -> None:
     for dtype, values in ceilings.items():
         print(f"  matmul {_timing.SGEMM_SIZE}^3 {dtype}: median {statistics.median(values):.0f} "
               "GFLOP/s over the rounds", flush=True)

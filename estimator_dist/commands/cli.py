@@ -162,14 +162,18 @@ def _quiet_after_stop(error: BaseException) -> None:
     A context manager's generator that the stop left inside its scope closes when its
     frame goes, and its ``finally`` may fail on the scopes unwound before it ("Exception
     ignored in: <generator object Graph.device ...>", an ``IndexError``): news of nothing
-    but the stop. The command ends after its stop, so such reports stay quiet for the rest
-    of the process, also where a frame is in a cycle freed later.
+    but the stop. (A frame held in a reference cycle is not freed here; ``exit_with``'s
+    ``gc.freeze`` leaves it unfinalized until the process ends.)
     """
+    previous_hook = sys.unraisablehook
     sys.unraisablehook = lambda unraisable: None
-    seen: BaseException | None = error
-    while seen is not None:
-        traceback.clear_frames(seen.__traceback__)
-        seen = None if isinstance(seen, _STOPS) else seen.__context__
+    try:
+        seen: BaseException | None = error
+        while seen is not None:
+            traceback.clear_frames(seen.__traceback__)
+            seen = None if isinstance(seen, _STOPS) else seen.__context__
+    finally:
+        sys.unraisablehook = previous_hook
 
 
 def _stopped(prog: str, stop: BaseException, interrupted_note: str | None) -> int:

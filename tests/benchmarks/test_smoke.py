@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from estimator_dist import precision
 from tests.support import run_python
 
 pytestmark = pytest.mark.slow
@@ -178,11 +179,17 @@ def test_input_pipeline_benchmark_reports_each_input(python_run):
 
 
 def test_precision_benchmark_reports_each_model_and_both_ceilings(python_run):
+    """Each model in both precisions on a CPU with bfloat16 units; without them, where the
+    package refuses mixed bfloat16, the ceilings alone."""
     out = _run(python_run, "precision.py", "--rounds", "1", "--steps", "3", "--tiny")
-    assert set(_ratios(out)) == {f"{model} {dtype}" for model in ("mlp", "dense", "lstm")
-                                 for dtype in ("float32", "bfloat16")}
+    models = {f"{model} {dtype}" for model in ("mlp", "dense", "lstm")
+              for dtype in ("float32", "bfloat16")}
+    units = precision.bf16_cpu_features()
+    assert set(_ratios(out)) == (models if units else set()), out
+    assert ("no bfloat16 units on this CPU" in out) == (not units)
     assert re.search(r"matmul 2048\^3 float32: median \d+", out)
     assert re.search(r"matmul 2048\^3 bfloat16: median \d+", out)
+    assert units or re.search(r"bfloat16 / float32: median x\d+\.\d\d", out)
 
 
 def test_gpu_check_without_gpu_says_so_and_exits_0(python_run):
@@ -195,6 +202,8 @@ def test_gpu_check_on_cpu_devices_passes_every_row(python_run):
     rows = re.findall(r"^(mirrored|LSTM kernel vs dynamic_rnn|mixed \w+(?: \(CPU\))?|cuDNN LSTM "
                       r"path)\s+(ok|FAIL)\s", out, re.M)
     assert len(rows) == 5 and all(result == "ok" for _, result in rows), out[-2000:]
+    refused = re.search(r"^mixed bfloat16 \(CPU\)\s+ok\s+refused: ", out, re.M)
+    assert bool(refused) == (not precision.bf16_cpu_features()), out[-2000:]
 
 
 def test_versions_benchmark_runs_both_ends(python_run, other_end_python):

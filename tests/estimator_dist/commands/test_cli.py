@@ -103,7 +103,7 @@ def test_run_task_end_one_line_its_exit_code(capsys):
 @pytest.fixture
 def reports(monkeypatch):
     """What Python reports as "Exception ignored in ..." during the test, as a list of
-    exceptions; ``sys.unraisablehook`` is the previous one's again after it."""
+    exceptions; ``sys.unraisablehook`` is the previous one again after it."""
     reported = []
     monkeypatch.setattr(sys, "unraisablehook", lambda report: reported.append(report.exc_value))
     return reported
@@ -159,6 +159,11 @@ def test_scope_a_stop_left_open_reports_nothing_when_its_frame_goes(capsys, repo
     assert (code, capsys.readouterr().err) == (
         143, "python -m estimator_dist.demo: interrupted by SIGTERM\n")
     assert not reports and not _scopes
+    scope = _scope()
+    scope.__enter__()
+    _scopes.clear()
+    del scope
+    assert [type(report) for report in reports] == [IndexError]  # Reported again after.
 
 
 def _console_scripts():

@@ -129,19 +129,20 @@ def run(parser: argparse.ArgumentParser, command: Callable[[argparse.Namespace],
     except BrokenPipeError:
         return _reader_left()
     except BaseException as error:
-        stop = _stop_behind(error)
-        if stop is None:
+        unwound = _unwound_by_stop(error)
+        if not unwound:
             raise
-        _quiet_after_stop(error)
-        return _stopped(parser.prog, stop, interrupted_note)
+        _quiet_after_stop(unwound)
+        return _stopped(parser.prog, unwound[-1], interrupted_note)
 
 
 _STOPS = (KeyboardInterrupt, Terminated, TaskEnd)
 
 
-def _stop_behind(error: BaseException) -> BaseException | None:
-    """The stop (SIGINT, SIGTERM, a ``TaskEnd``) that ``error`` is or was raised while
-    unwinding, else None.
+def _unwound_by_stop(error: BaseException) -> list[BaseException]:
+    """``error`` and its ``__context__`` chain down to the stop (SIGINT, SIGTERM, a
+    ``TaskEnd``) it is or was raised while unwinding, the stop last; empty if no stop is
+    behind it.
 
     A signal lands between any two bytecodes: e.g. inside a context manager's
     ``__enter__`` after its generator entered the scope, so the ``with`` never exits it and
@@ -149,15 +150,19 @@ def _stop_behind(error: BaseException) -> BaseException | None:
     ``Graph.device``: "Exiting device scope without proper scope nesting"). That error is
     the stop's consequence; its ``__context__`` is the stop.
     """
+    chain: list[BaseException] = []
     seen: BaseException | None = error
-    while seen is not None and not isinstance(seen, _STOPS):
+    while seen is not None:
+        chain.append(seen)
+        if isinstance(seen, _STOPS):
+            return chain
         seen = seen.__context__
-    return seen
+    return []
 
 
-def _quiet_after_stop(error: BaseException) -> None:
-    """Finalizes the frames the stop behind ``error`` unwound, reporting nothing they
-    raise.
+def _quiet_after_stop(unwound: list[BaseException]) -> None:
+    """Finalizes the frames the ``unwound`` exceptions passed through, reporting nothing
+    they raise.
 
     A context manager's generator that the stop left inside its scope closes when its
     frame goes, and its ``finally`` may fail on the scopes unwound before it ("Exception
@@ -168,10 +173,8 @@ def _quiet_after_stop(error: BaseException) -> None:
     previous_hook = sys.unraisablehook
     sys.unraisablehook = lambda unraisable: None
     try:
-        seen: BaseException | None = error
-        while seen is not None:
-            traceback.clear_frames(seen.__traceback__)
-            seen = None if isinstance(seen, _STOPS) else seen.__context__
+        for exception in unwound:
+            traceback.clear_frames(exception.__traceback__)
     finally:
         sys.unraisablehook = previous_hook
 

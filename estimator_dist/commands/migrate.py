@@ -21,7 +21,9 @@ Symlinks resolved, ``OUT`` must neither be, hold nor lie inside ``D``, and an ex
 A canned Estimator's model dir converts with ``--estimator MODULE:FUNCTION``: FUNCTION
 (called without arguments) returns the Estimator as the program builds it, whose feature
 columns and head the Keras model reproduces (``conversion.canned``); a column it cannot
-reproduce exactly is one line on stderr, exit 2, and nothing is written.
+reproduce exactly is one line on stderr, exit 2, and nothing is written. ``--portable``
+builds it from Keras 3's own layers and ops only, so ``keras.models.load_model(OUT)`` needs
+no ``estimator_dist``; it takes dense features and refuses what those layers cannot compute.
 
 A checkpoint of another model_fn converts through a mapping file instead of ``D``
 (``--checkpoint``, ``--mapping``, ``--keras-model``): see ``checkpoint_mapping``.
@@ -64,6 +66,10 @@ def migrate_parser(subparsers: Any = None) -> argparse.ArgumentParser:
                         help="the Keras of the model: tf.keras (default; Keras 3 on "
                              "TensorFlow 2.16+), or tf-keras (Keras 2, for "
                              "tf_keras.models.load_model; tf.keras itself on 2.15)")
+    parser.add_argument("--portable", action="store_true",
+                        help="with --estimator on TensorFlow 2.16+: build the model from "
+                             "Keras's own layers only, so keras.models.load_model reads it "
+                             "without estimator_dist (dense features; docs/migration.md)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace OUT if it is an earlier migrate output (default: "
                              "refuse); anything else is never replaced")
@@ -164,6 +170,10 @@ def _intact_checkpoint(model_dir: str) -> str:
 @eagerly
 def migrate_command(args: argparse.Namespace) -> int:
     """Converts and saves as ``args`` say; returns the process exit code."""
+    if args.portable and args.estimator is None:
+        raise UsageError("portable needs --estimator (the other conversions build from "
+                         "Keras's own layers already). Received: --portable without "
+                         "--estimator")
     if _mapping_mode(args):
         return _mapping_command(args)
     output = _validate_migrate_args(args)
@@ -172,9 +182,10 @@ def migrate_command(args: argparse.Namespace) -> int:
     source = args.model_dir
     if args.estimator is not None:
         source = checkpoint_mapping.call_function("estimator", args.estimator)
-        canned.check(source)
+        canned.check(source, args.portable)
     checkpoint = _intact_checkpoint(args.model_dir)
-    keras_model = to_keras(source, checkpoint=checkpoint, keras=args.keras)
+    keras_model = to_keras(source, checkpoint=checkpoint, keras=args.keras,
+                           portable=args.portable)
     save(keras_model, output, overwrite=args.overwrite)
     print(f"checkpoint  {checkpoint}")
     print(f"keras model {_describe(keras_model)}")

@@ -101,12 +101,17 @@ class _Checkpoint:
 class _Builder:
     """Builds the Keras model part by part, collecting each layer's checkpoint values."""
 
-    def __init__(self, checkpoint: _Checkpoint) -> None:
+    def __init__(self, checkpoint: _Checkpoint, portable: bool) -> None:
         import keras  # Late: loads Keras.
 
         from estimator_dist.conversion import _column_layers  # Late: loads TensorFlow.
 
         self.keras, self.layers = keras, _column_layers
+        self.portable = None
+        if portable:
+            from estimator_dist.conversion import _portable_columns  # Late: loads Keras 3.
+
+            self.portable = _portable_columns
         self.checkpoint = checkpoint
         self.weights: dict[str, list[str]] = {}
         self.inputs: dict[str, Any] = {}
@@ -123,8 +128,12 @@ class _Builder:
                     dtypes[key] = dtype
             for numeric in feature_columns.numeric_specs(spec):
                 shapes[numeric["key"]] = tuple(numeric["shape"])
+        dtypes = {key: "string" if dtype == "raw" else dtype for key, dtype in dtypes.items()}
+        if self.portable:
+            crossed = {k for spec in specs for k in self.portable.crossed_keys(spec)}
+            self.inputs = self.portable.inputs(dtypes, shapes, crossed)
+            return
         for key, dtype in sorted(dtypes.items()):
-            dtype = "string" if dtype == "raw" else dtype
             self.inputs[key] = self.keras.Input(shape=shapes.get(key, (None,)), dtype=dtype,
                                                 sparse=key not in shapes, name=key)
 
@@ -133,8 +142,19 @@ class _Builder:
 
     def layer(self, layer: Any, names: list[str], *args: Any) -> Any:
         """Calls ``layer``; its weights will be the checkpoint's variables ``names``."""
+        return self.own(layer, names)(*args)
+
+    def own(self, layer: Any, names: list[str]) -> Any:
+        """``layer``, whose weights will be the checkpoint's variables ``names``."""
         self.weights[layer.name] = names
-        return layer(*args)
+        return layer
+
+    def table(self, name: str, variable: str, dimension: int) -> Any:
+        """A portable model's ``Embedding`` holding the checkpoint's table ``variable``."""
+        rows = int(self.checkpoint[variable].shape[0])
+        return self.own(self.keras.layers.Embedding(rows, dimension, name=name,
+                                                    embeddings_initializer="zeros"),
+                        [variable])
 
     def shared_tables(self, specs: list[Spec]) -> dict[str, Any]:
         """Each shared embedding column's output (by name), one layer a shared table."""
@@ -142,6 +162,12 @@ class _Builder:
         for table in sorted({s["table"] for s in specs if s["kind"] == "shared_embedding"}):
             group = [s for s in specs if s.get("table") == table]
             features = {k: v for s in group for k, v in self.features(s).items()}
+            if self.portable:
+                layer = self.table(f"dnn_{table}", self._shared_table(table),
+                                   group[0]["dimension"])
+                outputs.update((s["name"], self.portable.dense(s, features, layer))
+                               for s in group)
+                continue
             layer = self.layers.SharedEmbeddingColumns(group, name=f"dnn_{table}")
             outputs.update(zip((s["name"] for s in group),
                                self.layer(layer, [self._shared_table(table)], features)))
@@ -164,9 +190,14 @@ class _Builder:
             if spec["name"] in shared:
                 parts.append(shared[spec["name"]])
                 continue
-            layer = self.layers.DenseColumn(spec, name=f"dnn_{spec['name']}")
             names = ([f"{scope}/{spec['name']}/embedding_weights"]
                      if spec["kind"] == "embedding" else [])
+            if self.portable:
+                table = names and self.table(f"dnn_{spec['name']}", names[0],
+                                             spec["dimension"])
+                parts.append(self.portable.dense(spec, self.features(spec), table or None))
+                continue
+            layer = self.layers.DenseColumn(spec, name=f"dnn_{spec['name']}")
             parts.append(self.layer(layer, names, self.features(spec)))
         net = parts[0] if len(parts) == 1 else self.keras.layers.Concatenate(
             name="dnn_input_layer")(parts)
@@ -188,12 +219,35 @@ class _Builder:
 
     def linear_logits(self, specs: list[Spec], combiner: str, units: int) -> Any:
         scope = "linear/linear_model"
+        if self.portable:
+            return self._portable_linear_logits(self.portable, specs, combiner, units, scope)
         parts = [self.layer(self.layers.LinearColumn(spec, units, combiner,
                                                      name=f"linear_{spec['name']}"),
                             [f"{scope}/{spec['name']}/weights"], self.features(spec))
                  for spec in specs]
         return self.layer(self.layers.LinearBias(units, name="linear_bias"),
                           [f"{scope}/bias_weights"], parts)
+
+    def _portable_linear_logits(self, portable: Any, specs: list[Spec], combiner: str,
+                                units: int, scope: str) -> Any:
+        parts = []
+        for spec in specs:
+            name, variable = f"linear_{spec['name']}", f"{scope}/{spec['name']}/weights"
+            if spec["kind"] == "numeric":
+                weights = self.own(self.keras.layers.Dense(units, use_bias=False, name=name),
+                                   [variable])
+            else:
+                weights = self.table(name, variable, units)
+            parts.append(portable.linear_part(spec, self.features(spec), weights, combiner))
+        bias = self.own(self.keras.layers.Dense(units, use_bias=False, name="linear_bias"),
+                        [f"{scope}/bias_weights"])
+        return portable.linear_logits(parts, bias)
+
+    def classifier_head(self, logits: Any, n_classes: int,
+                        label_vocabulary: list[str] | None) -> dict[str, Any]:
+        if self.portable:
+            return self.portable.classifier_head(logits, n_classes, label_vocabulary)
+        return self.layers.ClassifierHead(n_classes, label_vocabulary, name="head")(logits)
 
 
 def _activation(arguments: dict[str, Any]) -> str:
@@ -254,28 +308,50 @@ def _checked(estimator: Any) -> tuple[dict[str, Any], list[Spec], list[Spec]]:
                                   arguments["linear_feature_columns"])
 
 
-def check(estimator: Any) -> None:
+def _check_portable(specs: list[Spec]) -> None:
+    """Raises where a portable model cannot be built: Keras 2, a Keras 3 without
+    ``keras.ops.unique``, or a column Keras's own layers cannot compute exactly."""
+    import keras  # Late: loads Keras.
+
+    if keras.__version__.startswith("2.") or not hasattr(keras.ops, "unique"):
+        raise UsageError(f"portable needs Keras 3.13 or later (TensorFlow 2.16+), whose own "
+                         f"layers and ops compute every column. Received: Keras "
+                         f"{keras.__version__}")
+    from estimator_dist.conversion import _portable_columns  # Late: loads Keras 3.
+
+    for spec in specs:
+        _portable_columns.check(spec)
+
+
+def check(estimator: Any, portable: bool = False) -> None:
     """Raises what ``to_keras`` would before it reads a checkpoint: ``estimator`` is no
     canned Estimator, or uses a column or option the conversion cannot reproduce."""
-    _checked(estimator)
+    _, dnn, linear = _checked(estimator)
+    if portable:
+        _check_portable(dnn + linear)
 
 
-def to_keras(estimator: Any, checkpoint: str) -> Any:
+def to_keras(estimator: Any, checkpoint: str, portable: bool = False) -> Any:
     """The Keras model of a trained canned ``estimator`` (see the module docstring).
 
     Args:
       estimator: the canned Estimator object, as the program builds it.
       checkpoint: the prefix of the checkpoint it trained (``keras_conversion.to_keras``
         takes its model dir's latest).
+      portable: build from Keras 3's own layers and ops only (``_portable_columns``), so
+        ``keras.models.load_model`` needs no ``estimator_dist``; its inputs are dense.
 
     Raises:
       InexpressibleColumn: a feature column, option or activation the conversion cannot
-        reproduce exactly (a ``UsageError``).
+        reproduce exactly (a ``UsageError``); with ``portable``, also one that Keras's own
+        layers cannot.
       UsageError: ``estimator`` is no canned Estimator, or the checkpoint lacks one of its
-        variables.
+        variables, or ``portable`` on Keras 2.
     """
     arguments, dnn, linear = _checked(estimator)
-    builder = _Builder(_Checkpoint(checkpoint))
+    if portable:
+        _check_portable(dnn + linear)
+    builder = _Builder(_Checkpoint(checkpoint), portable)
     units = arguments["head"].logits_dimension
     builder.add_inputs(dnn + linear)
     logits = []
@@ -288,13 +364,14 @@ def to_keras(estimator: Any, checkpoint: str) -> Any:
         outputs = {"predictions": total}
     else:
         vocabulary = arguments["label_vocabulary"]
-        head = builder.layers.ClassifierHead(max(units, 2), None if vocabulary is None
-                                             else [str(v) for v in vocabulary], name="head")
-        outputs = head(total)
+        outputs = builder.classifier_head(total, max(units, 2), None if vocabulary is None
+                                          else [str(v) for v in vocabulary])
     model = builder.keras.Model(builder.inputs, outputs,
                                 name=canned_name(estimator).lower())
     for layer_name, names in builder.weights.items():
-        model.get_layer(layer_name).set_weights([builder.checkpoint[n] for n in names])
+        layer = model.get_layer(layer_name)
+        layer.set_weights([builder.checkpoint[n].reshape(w.shape)
+                           for n, w in zip(names, layer.weights)])
     _SOURCES[model] = {id(weight): name for layer_name, names in builder.weights.items()
                        for weight, name in zip(model.get_layer(layer_name).weights, names)}
     _PARSING_SPECS[model] = _parsing_spec(
@@ -316,11 +393,21 @@ def _parsing_spec(columns: list[Any]) -> dict[str, Any]:
 
 def _parsed(model: Any, spec: dict[str, Any], examples: Any) -> dict[str, Any]:
     """The model's raw features from serialized ``tf.Example`` strings, variable-length
-    ones sparse, as the Estimator's export parses them."""
+    ones sparse, as the Estimator's export parses them; padded with '' or -1 (and to one
+    value at least) where the model's input is dense (a portable model's)."""
     import tensorflow as tf  # Late: loads TensorFlow.
 
     features = tf.io.parse_example(examples, spec)
-    return {key: features[key] for key in model.input}
+    parsed = {}
+    for key, value in ((key, features[key]) for key in model.input):
+        if isinstance(value, tf.SparseTensor) and not getattr(model.input[key], "sparse", True):
+            shape = tf.stack([value.dense_shape[0], tf.maximum(value.dense_shape[1], 1)])
+            value = tf.ensure_shape(
+                tf.sparse.to_dense(tf.SparseTensor(value.indices, value.values, shape),
+                                   default_value="" if value.dtype == tf.string else -1),
+                model.input[key].shape)
+        parsed[key] = value
+    return parsed
 
 
 def example_signatures(model: Any) -> dict[str, Any]:
@@ -388,8 +475,11 @@ def _row_updated(model: Any) -> list[str]:
     categorical weights: their gradients are ``IndexedSlices``)."""
     from estimator_dist.conversion import _column_layers  # Late: loads TensorFlow.
 
+    import keras  # Late: loads Keras.
+
     return [layer.name for layer in model.layers
-            if isinstance(layer, _column_layers.DenseColumn) and layer.table is not None
+            if isinstance(layer, keras.layers.Embedding)
+            or isinstance(layer, _column_layers.DenseColumn) and layer.table is not None
             or isinstance(layer, _column_layers.SharedEmbeddingColumns)
             or isinstance(layer, _column_layers.LinearColumn)
             and layer.spec["kind"] != "numeric"]
@@ -446,5 +536,6 @@ def optimizer(model: Any, checkpoint: str) -> Any:
     for i, variable in enumerate(variables):
         for j, slot in enumerate(slots):
             slot_variables[i * len(slots) + j].assign(
-                reader[f"training/{scope}/{sources[id(variable)]}/{slot}"])
+                reader[f"training/{scope}/{sources[id(variable)]}/{slot}"].reshape(
+                    variable.shape))
     return keras_optimizer

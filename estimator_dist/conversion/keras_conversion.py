@@ -156,7 +156,7 @@ def latest_checkpoint(model_dir: str) -> str:
 
 @eagerly
 def to_keras(model_dir: Any, *, model: str | None = None, params: Mapping[str, Any] | None = None,
-             checkpoint: str | None = None, keras: str = "keras") -> Any:
+             checkpoint: str | None = None, keras: str = "keras", portable: bool = False) -> Any:
     """The Keras model equivalent to the latest checkpoint in ``model_dir``.
 
     Args:
@@ -169,6 +169,9 @@ def to_keras(model_dir: Any, *, model: str | None = None, params: Mapping[str, A
       checkpoint: the checkpoint prefix to convert (default: the latest one in
         ``model_dir``, as its state file names it).
       keras: which Keras builds the model, one of ``KERAS_CHOICES`` (``keras_module``).
+      portable: for a canned Estimator on Keras 3, build from Keras's own layers and ops
+        only, so ``keras.models.load_model`` reads the saved model in a process without
+        ``estimator_dist`` (``conversion.canned``); its features come dense.
 
     Returns:
       A Keras model (not compiled) with dict inputs and outputs; see the module
@@ -182,7 +185,11 @@ def to_keras(model_dir: Any, *, model: str | None = None, params: Mapping[str, A
         hold the model's variables.
     """
     if not isinstance(model_dir, (str, os.PathLike)):
-        return _canned_to_keras(model_dir, model, params, checkpoint, keras)
+        return _canned_to_keras(model_dir, model, params, checkpoint, keras, portable)
+    if portable:
+        raise UsageError("portable must be left out for a model dir (its Keras model holds "
+                         "only Keras's own layers already); it is for a canned Estimator. "
+                         f"Received: portable=True, model_dir={os.fspath(model_dir)!r}")
     model_dir = os.fspath(model_dir)
     checkpoint_path = checkpoint or latest_checkpoint(model_dir)
     keras = keras_module(keras)
@@ -204,7 +211,7 @@ def to_keras(model_dir: Any, *, model: str | None = None, params: Mapping[str, A
 
 
 def _canned_to_keras(estimator: Any, model: str | None, params: Mapping[str, Any] | None,
-                     checkpoint: str | None, keras: str) -> Any:
+                     checkpoint: str | None, keras: str, portable: bool) -> Any:
     """``canned.to_keras``, once the arguments that only a model dir takes are absent."""
     from estimator_dist.conversion import canned
 
@@ -212,8 +219,9 @@ def _canned_to_keras(estimator: Any, model: str | None, params: Mapping[str, Any
         raise UsageError("model, params and keras must be left out for a canned Estimator "
                          "(it says what it is and which Keras it is built with). Received: "
                          f"model={model!r}, params={params!r}, keras={keras!r}")
-    canned.check(estimator)  # Before the model dir is read.
-    return canned.to_keras(estimator, checkpoint or latest_checkpoint(estimator.model_dir))
+    canned.check(estimator, portable)  # Before the model dir is read.
+    return canned.to_keras(estimator, checkpoint or latest_checkpoint(estimator.model_dir),
+                           portable)
 
 
 def _marker(path: str) -> dict[str, Any] | None:

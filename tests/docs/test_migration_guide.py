@@ -104,7 +104,7 @@ def test_guide_commands_parse_with_the_clis():
     assert [c[2] for c in commands] == ["estimator_dist.train", "estimator_dist.migrate",
                                        "estimator_dist.migrate"] + [
                                            "estimator_dist.train"] * 3 + [
-                                           "estimator_dist.migrate"]
+                                           "estimator_dist.migrate"] * 2
     assert all(c[:2] == ["python", "-m"] for c in commands)
     for command in commands:
         parsers[command[2]].parse_args(command[3:])

@@ -1,9 +1,17 @@
 """Canned Estimators over every feature column kind the Keras conversion reproduces, their
-data, and the functions ``migrate --estimator`` calls (``MODULE:FUNCTION``)."""
+data (also as tf.Example strings), their export, the functions ``migrate --estimator``
+calls (``MODULE:FUNCTION``), and the check that a Keras model predicts as one."""
+import base64
+import json
+
 import numpy as np
 import tensorflow as tf
 
+from estimator_dist.mends import internals
+from tests.support import run_python
+
 fc = tf.feature_column
+TOLERANCE = 1e-5  # Of a converted model's numbers against the Estimator's.
 
 # Eight examples: out-of-vocabulary values, empty strings and -1 ids (dropped), identity ids
 # out of range (their default), more cities than hash buckets (collisions), a weight <= 0.
@@ -28,7 +36,7 @@ FEATURES = {
 FRUITS = ["apple", "pear", "kiwi"]
 
 
-def _columns(vocabulary_file):
+def _columns(vocabulary_file, hash_key=7):
     age = fc.numeric_column("age")
     age_buckets = fc.bucketized_column(age, [18., 30., 50.])
     color = fc.categorical_column_with_vocabulary_list(
@@ -40,15 +48,15 @@ def _columns(vocabulary_file):
     weighted_tag = fc.weighted_categorical_column(
         fc.categorical_column_with_identity("tag", 5, default_value=0), "tag_weight")
     zip_code = fc.categorical_column_with_hash_bucket("zip", 4, dtype=tf.int64)
-    cross = fc.crossed_column([age_buckets, "city"], 5, hash_key=7)
+    cross = fc.crossed_column([age_buckets, "city"], 5, hash_key=hash_key)
     return {"age": age, "age_buckets": age_buckets, "color": color, "city": city,
             "fruit": fruit, "slot": slot, "weighted_tag": weighted_tag, "zip": zip_code,
             "cross": cross, "size": fc.numeric_column("size", shape=(2,))}
 
 
-def wide_and_deep(model_dir=None, vocabulary_file=None):
+def wide_and_deep(model_dir=None, vocabulary_file=None, hash_key=7):
     """Binary, label vocabulary, weight column; every column kind once."""
-    c = _columns(vocabulary_file)
+    c = _columns(vocabulary_file, hash_key)
     return tf.estimator.DNNLinearCombinedClassifier(
         model_dir=model_dir, label_vocabulary=["no", "yes"], weight_column="weight",
         linear_feature_columns=[c["color"], c["fruit"], c["cross"], c["weighted_tag"],
@@ -109,6 +117,12 @@ def binary_linear_classifier(model_dir=None, vocabulary_file=None):
         [c["city"], c["weighted_tag"]], model_dir=model_dir, label_vocabulary=["no", "yes"])
 
 
+def default_key_wide_and_deep(model_dir=None, vocabulary_file=None):
+    """``wide_and_deep``, its cross on TensorFlow's default hash key (Keras's
+    HashedCrossing has no other)."""
+    return wide_and_deep(model_dir, vocabulary_file, hash_key=None)
+
+
 def normalized_age():
     """A numeric column with a normalizer_fn: refused."""
     age = fc.numeric_column("age", normalizer_fn=lambda x: x / 100.)
@@ -130,3 +144,76 @@ BUILDERS = {"wide_and_deep": wide_and_deep, "dnn_regressor": dnn_regressor,
             "linear_classifier": linear_classifier, "linear_regressor": linear_regressor,
             "dnn_classifier": dnn_classifier, "wide_and_deep_regressor": wide_and_deep_regressor,
             "binary_linear_classifier": binary_linear_classifier}
+
+
+def export(estimator, export_dir):
+    """The Estimator's own export, serving tf.Example strings parsed by its columns' spec."""
+    arguments = internals.canned_estimator_arguments(estimator)
+    columns = list(arguments["linear_feature_columns"]) + list(arguments["dnn_feature_columns"])
+    receiver = tf.estimator.export.build_parsing_serving_input_receiver_fn(
+        tf.feature_column.make_parse_example_spec(columns))
+    estimator.export_saved_model(str(export_dir), receiver)
+
+
+def serialized_examples(features, missing, keep_dropped=False):
+    """Base64 tf.Example strings of ``features``' rows, without the features ``missing``
+    names for a row, and without the values the columns drop from dense features ('' and
+    -1) unless ``keep_dropped``: a tf.Example's are values the columns take."""
+    examples = []
+    for row in range(len(features["age"])):
+        feature = {}
+        for key, values in features.items():
+            if key in missing.get(row, ()):
+                continue
+            values = values[row].ravel()
+            if values.dtype.kind == "f":
+                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+            elif values.dtype.kind == "i":
+                feature[key] = tf.train.Feature(
+                    int64_list=tf.train.Int64List(value=[v for v in values
+                                                         if keep_dropped or v != -1]))
+            else:
+                feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(
+                    value=[v.encode() for v in values if keep_dropped or v]))
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        examples.append(base64.b64encode(example.SerializeToString()).decode())
+    return examples
+
+
+def keras_outputs(model, features):
+    """The Keras model's outputs of the ``features`` it takes, as NumPy arrays."""
+    return {k: np.asarray(v) for k, v in model({k: features[k] for k in model.input}).items()}
+
+
+def check_equal(predictions, outputs):
+    """Every output of the Keras model equals the Estimator's; numbers to TOLERANCE."""
+    for key, value in outputs.items():
+        if value.dtype.kind in "SOU":
+            np.testing.assert_array_equal(value.astype(bytes),
+                                          np.asarray(predictions[key]).astype(bytes), err_msg=key)
+        else:
+            np.testing.assert_allclose(value, predictions[key], atol=TOLERANCE, rtol=0,
+                                       err_msg=key)
+
+
+def check_served_as_the_export(examples, saved_model, exported, folder):
+    """Serves the base64 tf.Example strings ``examples`` with the signatures of
+    ``saved_model`` and of the Estimator's export ``exported`` in a process of TensorFlow
+    alone (the interpreter-start hook off); checks that they have the export's keys and
+    values. Returns what ``saved_model``'s ``predict`` gave."""
+    path = folder / "examples.json"
+    path.write_text(json.dumps(examples))
+    result = run_python(["tests/programs/serve_examples.py", str(path), saved_model, exported],
+                        timeout=240, env={"ESTIMATOR_DIST_STARTUP_HOOK": "0"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert served["imported"][0] == []
+    ours, export = ({name: {k: np.asarray(v) for k, v in signature.items()}
+                     for name, signature in model_outputs.items()}
+                    for model_outputs in served["outputs"])
+    assert set(ours) == set(export) == {"predict", "classification", "regression",
+                                        "serving_default"}
+    for name, outputs in export.items():  # The export's contract: its keys and values.
+        assert set(ours[name]) == set(outputs), name
+        check_equal(outputs, ours[name])
+    return ours["predict"]

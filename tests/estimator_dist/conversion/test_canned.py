@@ -6,7 +6,6 @@ are built after the Estimator's calls, as ``keras_conversion.to_keras`` says).
 """
 import base64
 import glob
-import json
 import os
 
 import numpy as np
@@ -21,14 +20,14 @@ from estimator_dist.errors import UsageError
 from estimator_dist import mends
 from estimator_dist.mends import internals
 from tests.estimator_dist.conversion import canned_programs
-from tests.estimator_dist.conversion.canned_programs import FEATURES
-from tests.support import REPO_ROOT, run_python
+from tests.estimator_dist.conversion.canned_programs import (FEATURES, check_equal,
+                                                              keras_outputs)
+from tests.support import REPO_ROOT
 from tests.train_support import keep_tf_logging  # noqa: F401
 
 pytestmark = [pytest.mark.both_ends, pytest.mark.usefixtures("keep_tf_logging"),
               pytest.mark.xdist_group("canned")]
 
-_TOLERANCE = 1e-5
 _PROGRAMS = "tests.estimator_dist.conversion.canned_programs"
 _GUIDE = os.path.join(REPO_ROOT, "docs", "migration.md")
 
@@ -84,7 +83,7 @@ def estimators(tmp_path_factory):
         estimator.train(_input_fn(FEATURES, canned_programs.LABELS[name]), steps=5)
         runs[name] = (estimator, _predict(estimator, lambda: FEATURES),
                       _predict(estimator, lambda: _multivalent(FEATURES, sparse=True)))
-    _export(runs["wide_and_deep"][0], root / "export")
+    canned_programs.export(runs["wide_and_deep"][0], root / "export")
     return runs
 
 
@@ -95,42 +94,18 @@ def trained(estimators):
             for name, (estimator, predictions, _) in estimators.items()}
 
 
-def _export(estimator, export_dir):
-    """The Estimator's own export, serving tf.Example strings parsed by its columns' spec."""
-    arguments = internals.canned_estimator_arguments(estimator)
-    columns = list(arguments["linear_feature_columns"]) + list(arguments["dnn_feature_columns"])
-    receiver = tf.estimator.export.build_parsing_serving_input_receiver_fn(
-        tf.feature_column.make_parse_example_spec(columns))
-    estimator.export_saved_model(str(export_dir), receiver)
-
-
 def _exported(model_dir):
     (path,) = glob.glob(os.path.join(os.path.dirname(model_dir), "export", "*"))
     return path
-
-
-def _outputs(model, features):
-    return {k: np.asarray(v) for k, v in model({k: features[k] for k in model.input}).items()}
-
-
-def _check_equal(predictions, outputs):
-    """Every output of the Keras model equals the Estimator's; numbers to _TOLERANCE."""
-    for key, value in outputs.items():
-        if value.dtype.kind in "SOU":
-            np.testing.assert_array_equal(value.astype(bytes),
-                                          np.asarray(predictions[key]).astype(bytes), err_msg=key)
-        else:
-            np.testing.assert_allclose(value, predictions[key], atol=_TOLERANCE, rtol=0,
-                                       err_msg=key)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(canned_programs.BUILDERS))
 def test_to_keras_predicts_as_the_estimator(trained, name):
     _, predictions, model = trained[name]
-    outputs = _outputs(model, FEATURES)
+    outputs = keras_outputs(model, FEATURES)
     assert set(outputs) == set(predictions)
-    _check_equal(predictions, outputs)
+    check_equal(predictions, outputs)
 
 
 @pytest.mark.slow
@@ -139,7 +114,7 @@ def test_to_keras_predicts_as_the_estimator(trained, name):
 def test_to_keras_takes_sparse_and_ragged_features_as_the_estimator(estimators, trained,
                                                                      name, sparse):
     _, dense_predictions, predictions = estimators[name]
-    _check_equal(predictions, _outputs(trained[name][2], _multivalent(FEATURES, sparse)))
+    check_equal(predictions, keras_outputs(trained[name][2], _multivalent(FEATURES, sparse)))
     if name == "wide_and_deep":  # The values the columns drop from dense features count.
         assert np.abs(predictions["logits"] - dense_predictions["logits"]).max() > 1e-3
 
@@ -151,7 +126,7 @@ def test_keras_3_refuses_features_that_mix_tensors_and_arrays(trained):
     features = {"city": FEATURES["city"], "tag": tf.constant(FEATURES["tag"]),
                 "tag_weight": tf.constant(FEATURES["tag_weight"])}
     if mends.tensorflow_release() == "2.15":
-        _check_equal(predictions, _outputs(model, features))
+        check_equal(predictions, keras_outputs(model, features))
         return
     with pytest.raises(ValueError, match="you cannot mix tensors and non-tensors"):
         model(features)
@@ -160,7 +135,7 @@ def test_keras_3_refuses_features_that_mix_tensors_and_arrays(trained):
 @pytest.mark.slow
 def test_to_keras_takes_a_numeric_feature_of_rank_one(trained):
     _, predictions, model = trained["linear_regressor"]
-    _check_equal(predictions, _outputs(model, {**FEATURES, "age": FEATURES["age"][:, 0]}))
+    check_equal(predictions, keras_outputs(model, {**FEATURES, "age": FEATURES["age"][:, 0]}))
 
 
 @pytest.mark.slow
@@ -180,7 +155,7 @@ def test_migrate_estimator_writes_a_model_with_the_predictions(trained, tmp_path
                          model_dir, "--output", output]) == 0
     assert "saved" in capsys.readouterr().out
     loaded = tf.keras.models.load_model(output)
-    _check_equal(predictions, _outputs(loaded, FEATURES))
+    check_equal(predictions, keras_outputs(loaded, FEATURES))
 
 
 def test_migrate_estimator_refuses_an_inexpressible_column(tmp_path, capsys):
@@ -216,58 +191,20 @@ def test_linear_spec_refuses_an_embedding():
         feature_columns.linear_spec(tf.feature_column.embedding_column(city, 2))
 
 
-def _serialized_examples(features, missing, keep_dropped=False):
-    """Base64 tf.Example strings of ``features``' rows, without the features ``missing``
-    names for a row, and without the values the columns drop from dense features ('' and
-    -1) unless ``keep_dropped``: a tf.Example's are values the columns take."""
-    examples = []
-    for row in range(len(features["age"])):
-        feature = {}
-        for key, values in features.items():
-            if key in missing.get(row, ()):
-                continue
-            values = values[row].ravel()
-            if values.dtype.kind == "f":
-                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
-            elif values.dtype.kind == "i":
-                feature[key] = tf.train.Feature(
-                    int64_list=tf.train.Int64List(value=[v for v in values
-                                                         if keep_dropped or v != -1]))
-            else:
-                feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(
-                    value=[v.encode() for v in values if keep_dropped or v]))
-        example = tf.train.Example(features=tf.train.Features(feature=feature))
-        examples.append(base64.b64encode(example.SerializeToString()).decode())
-    return examples
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_saved_model_serves_examples_as_the_estimator_export_in_a_plain_process(
         trained, tmp_path):
     model_dir, predictions, model = trained["wide_and_deep"]
     output = keras_conversion.save(model, tmp_path / "keras")
-    examples = tmp_path / "examples.json"
     # The eighth example has no city: a hash bucket, an embedding and a cross without it.
     # The last eight keep '' and -1, which the export's parsing gives the columns.
-    examples.write_text(json.dumps(_serialized_examples(FEATURES, {7: ("city",)}) +
-                                   _serialized_examples(FEATURES, {}, keep_dropped=True)))
-    result = run_python(["tests/programs/serve_examples.py", str(examples), output,
-                         _exported(model_dir)], timeout=240,
-                        env={"ESTIMATOR_DIST_STARTUP_HOOK": "0"})  # TensorFlow alone.
-    assert result.returncode == 0, result.stderr[-3000:]
-    served = json.loads(result.stdout.strip().splitlines()[-1])
-    assert served["imported"][0] == []
-    ours, export = ({name: {k: np.asarray(v) for k, v in signature.items()}
-                     for name, signature in model_outputs.items()}
-                    for model_outputs in served["outputs"])
-    assert set(ours) == set(export) == {"predict", "classification", "regression",
-                                        "serving_default"}
-    for name, outputs in export.items():  # The export's contract: its keys and values.
-        assert set(ours[name]) == set(outputs), name
-        _check_equal(outputs, ours[name])
-    first = {k: v[:7] for k, v in ours["predict"].items()}
-    _check_equal({k: v[:7] for k, v in predictions.items()}, first)
+    serialized = canned_programs.serialized_examples
+    served = canned_programs.check_served_as_the_export(
+        serialized(FEATURES, {7: ("city",)}) + serialized(FEATURES, {}, keep_dropped=True),
+        output, _exported(model_dir), tmp_path)
+    first = {k: v[:7] for k, v in served.items()}
+    check_equal({k: v[:7] for k, v in predictions.items()}, first)
 
 
 @pytest.mark.slow
@@ -299,12 +236,13 @@ def test_keras_predict_and_fit_take_the_estimator_input_of_parsed_examples(estim
         list(arguments["linear_feature_columns"]) + list(arguments["dnn_feature_columns"]))
     rows = {key: [row[:length] for row, length in zip(values, _ROW_LENGTHS)]
             if key in _MULTIVALENT else values for key, values in FEATURES.items()}
-    serialized = [base64.b64decode(e) for e in _serialized_examples(rows, {}, keep_dropped=True)]
+    serialized = [base64.b64decode(e) for e in
+                  canned_programs.serialized_examples(rows, {}, keep_dropped=True)]
     features = tf.data.Dataset.from_tensor_slices(serialized).batch(4).map(
         lambda examples: {key: value for key, value in
                           tf.io.parse_example(examples, spec).items() if key in model.input})
     outputs = model.predict(features, verbose=0)
-    _check_equal({key: predictions[key] for key in ("logits", "probabilities")},
+    check_equal({key: predictions[key] for key in ("logits", "probabilities")},
                  {key: outputs[key] for key in ("logits", "probabilities")})
     model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss={"logits": "mse"})
     targets = features.map(lambda f: (f, {"logits": tf.zeros([tf.shape(f["age"])[0], 1])}))

@@ -39,21 +39,28 @@ _NAMES = ("default_key_wide_and_deep", "dnn_regressor", "linear_classifier",
 _LABELS = {**canned_programs.LABELS,
            "default_key_wide_and_deep": canned_programs.LABELS["wide_and_deep"]}
 # Loads each .keras file of a folder and prints, as JSON, its outputs of FEATURES (saved
-# beside them) and which of estimator_dist and tf_keras the process imported.
+# beside them), the losses of three epochs of fit (logits towards 0), and which of
+# estimator_dist and tf_keras the process imported.
 _LOAD = """
 import glob, json, sys
 import numpy as np
 import keras
+import tensorflow as tf
 folder = sys.argv[1]
 features = dict(np.load(folder + "/features.npz"))
-outputs = {}
+outputs, losses = {}, {}
 for path in sorted(glob.glob(folder + "/*.keras")):
     model = keras.models.load_model(path)
     given = {k: features[k] for k in model.input}
     outputs[path] = {k: np.asarray(v).astype(str if np.asarray(v).dtype.kind in "SO" else
                                              float).tolist() for k, v in model(given).items()}
+    name = "logits" if "logits" in model.output else "predictions"
+    model.compile(optimizer=keras.optimizers.SGD(1e-4), loss={name: "mse"})
+    targets = {name: np.zeros(model.output[name].shape[1:], np.float32)[None].repeat(8, 0)}
+    data = tf.data.Dataset.from_tensors((given, targets))
+    losses[path] = model.fit(data, epochs=3, verbose=0).history["loss"]
 imported = [m for m in sys.modules if m.split(".")[0] in ("estimator_dist", "tf_keras")]
-print(json.dumps({"outputs": outputs, "imported": imported}))
+print(json.dumps({"outputs": outputs, "losses": losses, "imported": imported}))
 """
 
 
@@ -106,10 +113,11 @@ def test_portable_model_holds_only_keras_classes(portable):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_portable_model_loads_and_predicts_in_a_process_without_estimator_dist(
+def test_portable_model_loads_predicts_and_fits_in_a_process_without_estimator_dist(
         estimators, portable, tmp_path):
     """``keras.models.load_model`` alone, with the interpreter-start hook turned off:
-    neither estimator_dist nor tf_keras imported, the Estimator's predictions."""
+    neither estimator_dist nor tf_keras imported, the Estimator's predictions, and ``fit``
+    trains the loaded model on."""
     np.savez(tmp_path / "features.npz", **FEATURES)
     for name, model in portable.items():
         keras_conversion.save(model, tmp_path / f"{name}.keras")
@@ -122,6 +130,8 @@ def test_portable_model_loads_and_predicts_in_a_process_without_estimator_dist(
     for name in _NAMES:
         outputs = loaded["outputs"][str(tmp_path / f"{name}.keras")]
         check_equal(estimators[name][1], {k: np.asarray(v) for k, v in outputs.items()})
+        losses = loaded["losses"][str(tmp_path / f"{name}.keras")]
+        assert losses[-1] < losses[0], (name, losses)
 
 
 @pytest.mark.slow

@@ -314,8 +314,8 @@ def _check_portable(specs: list[Spec]) -> None:
     import keras  # Late: loads Keras.
 
     if keras.__version__.startswith("2.") or not hasattr(keras.ops, "unique"):
-        raise UsageError(f"portable needs Keras 3.13 or later (TensorFlow 2.16+), whose own "
-                         f"layers and ops compute every column. Received: Keras "
+        raise UsageError(f"portable needs Keras 3.15 or later (keras.ops.unique; on "
+                         f"TensorFlow 2.16+, pip install -U 'keras>=3.15'). Received: Keras "
                          f"{keras.__version__}")
     from estimator_dist.conversion import _portable_columns  # Late: loads Keras 3.
 

@@ -9,6 +9,7 @@ values, '' and -1 (dropped), hash collisions, weights <= 0.
 import glob
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -69,7 +70,7 @@ def estimators(tmp_path_factory):
     """name -> (the trained Estimator, its predictions of FEATURES)."""
     if not CURRENT:
         pytest.skip("Keras 2 (TensorFlow 2.15) has no portable build: "
-                    "test_portable_on_keras_2_is_one_line")
+                    "test_portable_needs_a_keras_with_unique")
     root = tmp_path_factory.mktemp("portable")
     vocabulary = root / "fruits.txt"
     vocabulary.write_text("\n".join(canned_programs.FRUITS) + "\n")
@@ -203,7 +204,7 @@ def test_migrate_portable_refuses_a_crossed_column_hash_key(tmp_path, capsys):
         assert error in _read(_GUIDE)  # docs/migration.md shows this line.
     else:
         assert error.startswith("python -m estimator_dist.migrate: error: portable needs "
-                                "Keras 3.13 or later")
+                                "Keras 3.15 or later")
     assert error.count("\n") == 1
     assert not os.path.exists(output)
 
@@ -219,15 +220,21 @@ def test_migrate_portable_needs_an_estimator(tmp_path, capsys):
         "--estimator\n")
 
 
-@pytest.mark.skipif(CURRENT, reason="TensorFlow 2.16+ builds portable models")
-def test_portable_on_keras_2_is_one_line():
+def test_portable_needs_a_keras_with_unique(monkeypatch):
+    """Keras 2 (TensorFlow 2.15), or a Keras 3 before keras.ops.unique (here taken away):
+    one line naming the version."""
+    import keras
+
+    if CURRENT:
+        monkeypatch.delattr(keras.ops, "unique")
     age = tf.feature_column.numeric_column("age")
-    with pytest.raises(UsageError, match=r"^portable needs Keras 3\.13 or later \(TensorFlow "
-                                         r"2\.16\+\).*Received: Keras 2\."):
+    with pytest.raises(UsageError, match=r"^portable needs Keras 3\.15 or later "
+                                         r"\(keras\.ops\.unique.*Received: Keras "
+                                         + re.escape(keras.__version__) + "$"):
         canned.check(tf.estimator.DNNRegressor([2], [age]), portable=True)
 
 
-@pytest.mark.skipif(not CURRENT, reason="TensorFlow 2.15: test_portable_on_keras_2_is_one_line")
+@pytest.mark.skipif(not CURRENT, reason="Keras 2: test_portable_needs_a_keras_with_unique")
 def test_portable_refuses_a_cross_of_a_bucketized_column_of_two_values():
     size = tf.feature_column.numeric_column("size", shape=(2,))
     cross = tf.feature_column.crossed_column(

@@ -85,10 +85,12 @@ def test_guide_names_only_tests_that_exist():
     from tests.estimator_dist.commands import test_migrate_safety
     from tests.estimator_dist.job import test_engines
     from tests.estimator_dist.conversion import (test_canned, test_canned_legacy_program,
-                                                 test_canned_training, test_checkpoint_mapping)
+                                                 test_canned_portable, test_canned_training,
+                                                 test_checkpoint_mapping)
 
     modules = (test_migrate, test_checkpoint_mapping, test_engines, test_migrate_safety,
-               test_canned, test_canned_training, test_canned_legacy_program)
+               test_canned, test_canned_training, test_canned_legacy_program,
+               test_canned_portable)
     defined = {n for n in list(globals()) + [n for m in modules for n in dir(m)]
                if n.startswith("test_")}
     assert named and named <= defined, named - defined

@@ -37,7 +37,8 @@ import tensorflow as tf
 from estimator_dist.conversion.feature_columns import Spec
 
 _PACKAGE = "estimator_dist"
-_IGNORED = {"string": "", "int64": -1}
+# What a categorical column drops from a dense feature, by dtype.
+IGNORED = {"string": "", "int64": -1}
 
 
 def _as_2d(value: Any) -> tf.Tensor:
@@ -98,7 +99,7 @@ def _given(spec: Spec, features: dict[str, Any]) -> tuple[tf.Tensor, tf.Tensor]:
         values, given = _padded(features[spec["key"]])
         return _typed(values, dtype), given
     values = _feature(features, spec["key"], dtype)
-    ignored = _IGNORED["string" if values.dtype == tf.string else "int64"]
+    ignored = IGNORED["string" if values.dtype == tf.string else "int64"]
     return values, tf.not_equal(values, ignored)
 
 

@@ -30,12 +30,11 @@ from typing import Any
 import keras
 from keras import layers
 
-from estimator_dist.conversion._column_layers import dense_width, numeric_width
+from estimator_dist.conversion._column_layers import IGNORED, dense_width, numeric_width
 from estimator_dist.conversion.feature_columns import InexpressibleColumn, Spec, raw_keys
 
 # Keras 3's; Keras 2 (TensorFlow 2.15) has none, and ``canned`` refuses it before a build.
 ops: Any = getattr(keras, "ops", None)
-_IGNORED = {"string": "", "int64": -1}
 Tensors = dict[str, Any]
 
 
@@ -77,7 +76,7 @@ def _given(spec: Spec, features: Tensors) -> tuple[Any, Any]:
     value ('' or -1)."""
     values = features[spec["key"]]
     dtype = "string" if values.dtype == "string" else "int64"
-    present = layers.Hashing(2, mask_value=_IGNORED[dtype])(values)
+    present = layers.Hashing(2, mask_value=IGNORED[dtype])(values)
     return values, ops.cast(present, "bool")
 
 

@@ -102,10 +102,7 @@ class _FirstUse:
             raise AttributeError(f"module {'.'.join(('tensorflow', *self._path))!r} has no "
                                  f"attribute {name!r}")
         _install_if_waiting()
-        module = sys.modules["tensorflow"]
-        for part in self._path:
-            module = getattr(module, part)
-        return getattr(module, name)
+        return getattr(_module_at(self._path), name)
 
 
 class _FirstImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -139,18 +136,23 @@ class _FirstImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 _PARENTS = ((), ("compat", "v1"), ("compat", "v2"))  # tf, tf.compat.v1, tf.compat.v2
+_deferred = False  # Whether the import mends wait for a first use (_install_at_first_use).
+
+
+def _module_at(path: tuple[str, ...]) -> Any:
+    """``tf``'s module at ``path`` (``("compat", "v1")``: ``tf.compat.v1``)."""
+    module: Any = sys.modules["tensorflow"]
+    for part in path:
+        module = getattr(module, part)
+    return module
 
 
 def _estimator_parents() -> list[tuple[tuple[str, ...], types.ModuleType]]:
     """(path from ``tf``, where missing attributes are looked up) of each module that gets
     an ``estimator``; TensorFlow wraps ``tf.compat.v1``: the wrapped module."""
-    parents: list[tuple[tuple[str, ...], types.ModuleType]] = []
-    for path in _PARENTS:
-        module: Any = sys.modules["tensorflow"]
-        for part in path:
-            module = getattr(module, part)
-        parents.append((path, getattr(module, "_tfmw_wrapped_module", module)))
-    return parents
+    modules = {path: _module_at(path) for path in _PARENTS}
+    return [(path, getattr(module, "_tfmw_wrapped_module", module))
+            for path, module in modules.items()]
 
 
 def _install_at_first_use() -> None:
@@ -158,6 +160,8 @@ def _install_at_first_use() -> None:
     ``tf.compat.v1.estimator``, ``tf.compat.v2.estimator``) is first read or imported, or
     tensorflow-estimator first imported, after Keras's import (which imported TensorFlow)
     has ended. A program that never uses Estimator never installs them."""
+    global _deferred
+    _deferred = True
     for path, lookup in _estimator_parents():
         vars(lookup).setdefault("__getattr__", _FirstUse(path))
     if not any(isinstance(f, _FirstImport) for f in sys.meta_path):
@@ -166,13 +170,15 @@ def _install_at_first_use() -> None:
 
 def _install_if_waiting() -> None:
     """Installs the import mends that ``_install_at_first_use`` left waiting, if any."""
-    waiting = [lookup for _, lookup in _estimator_parents()
-               if isinstance(vars(lookup).get("__getattr__"), _FirstUse)]
-    for lookup in waiting:
-        del vars(lookup)["__getattr__"]
+    global _deferred
+    if not _deferred:
+        return
+    _deferred = False
+    for _, lookup in _estimator_parents():
+        if isinstance(vars(lookup).get("__getattr__"), _FirstUse):
+            del vars(lookup)["__getattr__"]
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _FirstImport)]
-    if waiting:
-        _install_import_scope()
+    _install_import_scope()
 
 
 def _import_tensorflow() -> None:

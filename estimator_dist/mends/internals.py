@@ -9,6 +9,7 @@ in a program that turned it off.
 """
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import TYPE_CHECKING, Any, ContextManager
@@ -120,10 +121,26 @@ def _model_dir(loop: types.FrameType) -> str | None:
     return getattr(loop.f_locals.get("self"), "model_dir", None)
 
 
+def _thread_frames() -> dict[int, types.FrameType]:
+    """Each thread's current frame (``sys._current_frames``), with automatic garbage
+    collection held off meanwhile. On Python 3.11 and older a collection that starts inside
+    ``sys._current_frames`` (it allocates while it holds the interpreter's lock on its
+    threads) can free an object whose finalizer waits for that lock (a ``tf.Graph``'s
+    does): the process hangs for good, every thread with it (CPython issue 106883, fixed
+    in 3.12)."""
+    if not gc.isenabled():
+        return sys._current_frames()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        gc.enable()
+
+
 def estimator_training() -> tuple[int, str | None] | None:
     """(thread ident, model dir) of a thread inside an Estimator's training loop (session
     creation, steps, hooks, the session's close), else None."""
-    for ident, frame in sys._current_frames().items():
+    for ident, frame in _thread_frames().items():
         loop = _training_loop(frame)
         if loop is not None:
             return ident, _model_dir(loop)
@@ -134,7 +151,7 @@ def training_model_dir(ident: int) -> str | None:
     """The model dir of the Estimator training loop thread ``ident`` is in (session
     creation, steps, hooks, the session's close), else None (evaluating, predicting,
     or outside Estimator)."""
-    loop = _training_loop(sys._current_frames().get(ident))
+    loop = _training_loop(_thread_frames().get(ident))
     return None if loop is None else _model_dir(loop)
 
 

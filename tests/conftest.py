@@ -26,8 +26,10 @@ import estimator_dist  # noqa: E402  (after the log level is set)
 
 # Tests marked alone run with no other test beside them under `pytest -n N` (tests/sharing.py);
 # ESTIMATOR_DIST_TEST_TIMES=FILE records every test's time (tests/timing.py); a test whose
-# process hangs beyond pytest-timeout's reach ends it (tests/hang_guard.py).
-pytest_plugins = ("tests.sharing", "tests.timing", "tests.hang_guard", "pytester")
+# process hangs beyond pytest-timeout's reach ends it (tests/hang_guard.py); temporary files
+# stay in the run's directory (tests/scratch.py).
+pytest_plugins = ("tests.sharing", "tests.timing", "tests.hang_guard", "tests.scratch",
+                  "pytester")
 
 CPU_DEVICES = 4
 estimator_dist.setup_cpu_replicas(CPU_DEVICES)

@@ -3,8 +3,9 @@
 A test marked ``alone`` measures time (a hang within a margin, a watchdog's bound, a
 soak's rates) or loads the machine so that another test's timing would suffer: it runs
 with no other test beside it. Every other test may run beside any test not marked
-``alone``. Two file locks shared by the workers of one run make it so, around the whole
-of a test (its fixtures' set-up and tear-down included, before its time limit starts):
+``alone``. Two file locks shared by the workers of one run, in the run's base temporary
+directory, make it so, around the whole of a test (its fixtures' set-up and tear-down
+included, before its time limit starts):
 
 - every test holds the ``tests`` lock, shared, while it runs; an ``alone`` test holds it
   exclusively, so it starts once the tests running beside it have ended;
@@ -17,7 +18,6 @@ Outside a run on workers (plain ``pytest``) nothing is locked.
 import contextlib
 import fcntl
 import os
-import tempfile
 
 import pytest
 
@@ -25,8 +25,8 @@ ALONE = "alone"
 RUN_ID = "PYTEST_XDIST_TESTRUNUID"  # Set by pytest-xdist in each worker of a run.
 
 
-def _lock_path(run_id, name):
-    return os.path.join(tempfile.gettempdir(), f"estimator-dist-tests-{run_id}.{name}")
+def _lock_path(directory, name):
+    return os.path.join(directory, f"estimator-dist-tests.{name}")
 
 
 @contextlib.contextmanager
@@ -40,9 +40,10 @@ def _locked(path, mode):
 
 
 @contextlib.contextmanager
-def machine_share(alone, run_id):
-    """Holds the machine as a test ``alone`` (or not) needs it, in run ``run_id``."""
-    turnstile, tests = _lock_path(run_id, "turnstile"), _lock_path(run_id, "tests")
+def machine_share(alone, directory):
+    """Holds the machine as a test ``alone`` (or not) needs it, in the run whose locks are
+    in ``directory``."""
+    turnstile, tests = _lock_path(directory, "turnstile"), _lock_path(directory, "tests")
     if alone:
         with _locked(turnstile, fcntl.LOCK_EX), _locked(tests, fcntl.LOCK_EX):
             yield
@@ -57,9 +58,10 @@ def machine_share(alone, run_id):
 def pytest_runtest_protocol(item, nextitem):
     """Runs each test (set-up, call and tear-down) holding its share of the machine."""
     del nextitem
-    run_id = os.environ.get(RUN_ID)
-    if run_id is None:
+    if os.environ.get(RUN_ID) is None:
         yield
         return
-    with machine_share(item.get_closest_marker(ALONE) is not None, run_id):
+    # pytest-xdist gives each worker the directory <the run's base temporary directory>/<worker>.
+    directory = os.path.dirname(item.config.option.basetemp)
+    with machine_share(item.get_closest_marker(ALONE) is not None, directory):
         yield

@@ -9,25 +9,25 @@ from tests import support
 from tests.sharing import RUN_ID, machine_share
 
 
-def _hold(alone, run_id, started, seconds):
-    with machine_share(alone, run_id):
+def _hold(alone, directory, started, seconds):
+    with machine_share(alone, directory):
         started.set()
         time.sleep(seconds)
 
 
-def _start(alone, run_id, seconds):
+def _start(alone, directory, seconds):
     started = multiprocessing.Event()
     process = multiprocessing.get_context("fork").Process(
-        target=_hold, args=(alone, run_id, started, seconds))
+        target=_hold, args=(alone, directory, started, seconds))
     process.start()
     assert started.wait(30)
     return process
 
 
-def _waited(alone, run_id):
+def _waited(alone, directory):
     """Seconds this process waits to hold the machine as ``alone`` says."""
     began = time.monotonic()
-    with machine_share(alone, run_id):
+    with machine_share(alone, directory):
         return time.monotonic() - began
 
 
@@ -37,10 +37,9 @@ def _waited(alone, run_id):
     (True, False, True),    # No test starts beside an alone one.
 ])
 def test_alone_tests_run_with_no_other_beside_them(tmp_path, running, starting, waits):
-    run_id = tmp_path.name
-    other = _start(running, run_id, 2)
+    other = _start(running, str(tmp_path), 2)
     try:
-        assert (_waited(starting, run_id) > 1) == waits
+        assert (_waited(starting, str(tmp_path)) > 1) == waits
     finally:
         other.join(30)
 

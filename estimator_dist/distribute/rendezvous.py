@@ -144,12 +144,23 @@ def describe(peers: Sequence[Peer]) -> str:
 
 
 class _Stopped(Exception):
-    """SIGTERM or SIGINT arrived while waiting."""
+    """SIGTERM or SIGINT arrived while waiting.
+
+    The signal is kept as an attribute, not read back from the message: a signal can land
+    inside a codec (the connect encodes the peer's host with "idna"), and on Python 3.11
+    and earlier a codec rewrites the message of an exception it can copy ("encoding with
+    'idna' codec failed (_Stopped: SIGTERM)"); one with an ``__init__`` of its own it
+    leaves alone.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def _raise_stopped(signum: int, frame: Any) -> NoReturn:
     del frame  # Unused.
-    raise _Stopped(signal.Signals(signum).name)
+    raise _Stopped(signum)
 
 
 def _probe(peers: Sequence[Peer], deadline: float, timeout: float, stream: IO[str]) -> None:
@@ -195,8 +206,8 @@ def wait_for_peers(tf_config: TFConfig, timeout: float, stream: IO[str] | None =
         _probe(peers, deadline, timeout, stream)
     except _Stopped as stop:
         process_exit.uncaught_task_end_in_one_line()  # A user's program may not catch it.
-        raise TaskEnd(f"rendezvous: stopped by {stop} while waiting for {describe(peers)}",
-                      128 + getattr(signal, str(stop))) from None
+        raise TaskEnd(f"rendezvous: stopped by {signal.Signals(stop.signum).name} while "
+                      f"waiting for {describe(peers)}", 128 + stop.signum) from None
     finally:
         listener.close()
         for signum, handler in previous.items():

@@ -1,4 +1,5 @@
 """The rendezvous: a cluster that cannot form fails within a bound, naming the task."""
+import codecs
 import io
 import json
 import os
@@ -216,6 +217,39 @@ def test_wait_for_peers_signal_raises_task_end_with_its_exit_code():
         timer.cancel()
     assert raised.value.exit_code == 128 + signal.SIGINT
     assert not isinstance(raised.value, SystemExit)
+
+
+_STOPPING_CODEC = "estimator_dist_tests_signal_inside"
+
+
+def _stopping_codec(name):
+    """A codec whose encoding is interrupted by SIGTERM (its handler runs inside it)."""
+    def encode(text, errors="strict"):
+        signal.raise_signal(signal.SIGTERM)
+        return text.encode("ascii", errors), len(text)
+
+    return codecs.CodecInfo(encode, None, name=name) if name == _STOPPING_CODEC else None
+
+
+codecs.register(_stopping_codec)
+
+
+def test_wait_for_peers_signal_inside_a_codec_keeps_its_name_and_exit_code(monkeypatch):
+    """SIGTERM can land inside a codec: the connect encodes the peer's host with "idna", and
+    Python 3.11 rewrote the message of what the handler raised there ("encoding with 'idna'
+    codec failed (...)"), which the stop read its signal from (AttributeError, exit 1)."""
+    own, missing = free_ports(2)
+
+    def connect(address, timeout=None):
+        del timeout
+        address[0].encode(_STOPPING_CODEC)
+
+    monkeypatch.setattr(rendezvous.socket, "create_connection", connect)
+    with pytest.raises(TaskEnd, match=r"^rendezvous: stopped by SIGTERM while waiting for "
+                                      r"worker 1 at ") as raised:
+        rendezvous.wait_for_peers(_config([f"127.0.0.1:{own}", f"127.0.0.1:{missing}"]),
+                                  timeout=30, stream=io.StringIO())
+    assert raised.value.exit_code == 128 + signal.SIGTERM
 
 
 # A program of the user's that waits for its peers and catches nothing: SIGTERM after 2 s.

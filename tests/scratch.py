@@ -10,7 +10,6 @@ base temporary directory (``tmp_path_factory``'s, the tests' ``tmp_path`` beside
 which pytest removes three runs later. A run of the README's command left 41 entries
 (29 MiB) in ``/tmp`` before.
 """
-import os
 import tempfile
 
 import pytest
@@ -20,11 +19,7 @@ import pytest
 def _temporary_files_in_the_run(tmp_path_factory):
     """Points ``tempfile`` and ``TMPDIR`` at the run's ``tmp`` for the whole session."""
     directory = str(tmp_path_factory.mktemp("tmp", numbered=False))
-    before = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = tempfile.tempdir = directory
-    yield directory
-    tempfile.tempdir = None
-    if before is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", directory)
+        patch.setattr(tempfile, "tempdir", directory)
+        yield directory
